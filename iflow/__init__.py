@@ -1,0 +1,1 @@
+"""iFlow: the terminal agent and its context engineering."""

@@ -1,0 +1,1 @@
+"""ROCK: the sandbox fleet (admin, workers, rocklet) and its SDK."""

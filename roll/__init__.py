@@ -1,0 +1,1 @@
+"""ROLL: Ray-orchestrated RL training for agents."""

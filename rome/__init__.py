@@ -1,0 +1,1 @@
+"""ROME: the evaluation suite and data tools."""
