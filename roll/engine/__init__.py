@@ -1,0 +1,1 @@
+"""Inference engines behind one protocol: the embedded torch engine and its OpenAI-compatible server."""
