@@ -1,0 +1,50 @@
+"""Context engineering for iFlow: pure, deterministic functions on OpenAI chat message lists.
+
+The agent (before every LLM call) and the model proxy (on every request it forwards in training) call the
+same entry point, so deployment and training see the same context:
+
+    prepared = prepare(messages, state, config, inputs=ContextInputs(...), counter=CharEstimateCounter())
+    send(prepared.messages)                # also the history to keep: reminders and compression are in it
+    state = prepared.state                 # a cache; ContextState() gives the same messages, only slower
+    if prepared.summary_request:           # usage reached config.summary_threshold (or force_summary=True)
+        text = llm(prepared.summary_request.messages)          # the only I/O, done by the caller
+        messages = apply_summary(prepared.summary_request, text, config, counter, file_contents={...})
+
+`prepare` in order: counts tokens (incrementally, with `state`), adds `<system-reminder>` blocks for what
+happened since the model's last reply (environment snapshot at session start, files modified outside the
+agent, failed tool calls, todo-list changes, loops), runs the light pass when usage >= light_threshold (drops
+earlier repeats of identical read-only tool calls with their results, reduces old write/edit arguments to the
+file path), and asks for a full summary when usage is still >= summary_threshold.
+
+Nothing here reads files, clocks or the network: the same inputs give the same outputs, and `prepare` is
+idempotent (preparing prepared messages again adds nothing).
+"""
+
+from iflow.context.compress import apply_summary, build_summary_request, light_pass
+from iflow.context.detection import detect_repeated_chunks, detect_tool_loop, is_tool_failure
+from iflow.context.prepare import prepare
+from iflow.context.reminders import environment_reminder, reminder_block
+from iflow.context.tokens import (
+    CharEstimateCounter,
+    TokenCounter,
+    TokenizerCounter,
+    count_tokens,
+    message_text,
+)
+
+__all__ = [
+    "CharEstimateCounter",
+    "TokenCounter",
+    "TokenizerCounter",
+    "apply_summary",
+    "build_summary_request",
+    "count_tokens",
+    "detect_repeated_chunks",
+    "detect_tool_loop",
+    "environment_reminder",
+    "is_tool_failure",
+    "light_pass",
+    "message_text",
+    "prepare",
+    "reminder_block",
+]
