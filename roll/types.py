@@ -113,7 +113,8 @@ class PackedBatch:
 
     def trajectory_token_counts(self) -> torch.Tensor:
         """Tokens (all, not only generated) of each trajectory, [num_trajectories]."""
-        return torch.zeros(self.num_trajectories, dtype=torch.long).index_add_(0, self.seq_traj, self.seq_lens)
+        counts = torch.zeros(self.num_trajectories, dtype=torch.long)
+        return counts.index_add_(0, self.seq_traj, self.seq_lens)
 
     def slice_trajectories(self, start: int, end: int) -> PackedBatch:
         """The trajectories start..end-1 as a batch of their own (chunk and trajectory ids rebased)."""

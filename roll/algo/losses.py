@@ -6,7 +6,7 @@ each micro-batch (a contiguous slice of trajectories) with the current logprobs.
 micro-batch's share, already divided by the global normaliser, so the gradients of the shares sum to the
 gradient of the batch loss.
 
-Surrogates: a weight w (constant, or with stop-gradient) times log pi_theta gives the gradient w * grad log pi.
+Surrogates: a weight w (constant, or with stop-gradient) times log pi_theta has the gradient w grad log pi.
 """
 
 from __future__ import annotations
@@ -254,7 +254,8 @@ class GRPOLoss:
         surrogate = torch.minimum(ratio * advantage, clipped_ratio * advantage)
         scale = _token_scale(batch, cfg.normalization).to(logprobs.dtype)
         loss = -(surrogate * scale)[mask].sum() / batch.norm["rl"]
-        clipped = ((ratio > 1 + cfg.clip_high) & (advantage > 0)) | ((ratio < 1 - cfg.clip_low) & (advantage < 0))
+        clipped_up = (ratio > 1 + cfg.clip_high) & (advantage > 0)
+        clipped = clipped_up | ((ratio < 1 - cfg.clip_low) & (advantage < 0))
         metrics = _common_metrics(mask, logprobs, old_logprobs, entropy)
         metrics.update(
             is_ratio=ratio[mask].detach(),
@@ -265,8 +266,8 @@ class GRPOLoss:
 
 
 class ReinforceLoss:
-    """Plain REINFORCE: weight stopgrad(min(rho_s, C)) (R - baseline) on every generated token of a trajectory,
-    rho_s = exp(mean over the trajectory's generated tokens of (log pi_theta - log mu))."""
+    """Plain REINFORCE: weight stopgrad(min(rho_s, C)) (R - baseline) on every generated token of a
+    trajectory, rho_s = exp(mean over the trajectory's generated tokens of (log pi_theta - log mu))."""
 
     def __init__(self, config: ReinforceLossConfig) -> None:
         self.config = config
@@ -304,7 +305,7 @@ class ReinforceLoss:
 
 
 class SFTLoss:
-    """Error-masked SFT: -sum_k m_k log pi(c_k | s_k) / (sum_k m_k |c_k| + eps), m_k = (not error) * relevant."""
+    """Error-masked SFT: -sum_k m_k log pi(c_k | s_k) / (sum_k m_k |c_k| + eps), m_k = !error * relevant."""
 
     def __init__(self, config: SFTLossConfig) -> None:
         self.config = config

@@ -107,9 +107,7 @@ def test_ipa_group_baseline_subtracts_group_mean_reward() -> None:
 
 
 def test_ipa_imitation_fallback_on_expert_chunks() -> None:
-    batch = pack_trajectories(
-        [Trajectory(chunks=[_chunk(2, expert=True), _chunk(1, mu=[-0.5])], reward=1.0)]
-    )
+    batch = pack_trajectories([Trajectory(chunks=[_chunk(2, expert=True), _chunk(1, mu=[-0.5])], reward=1.0)])
     config = IPALossConfig(gamma=0.5, lambda_il=0.5, lambda_rl=2.0)
     lp = [-1.0, -2.0, -0.5]
     # L = 0.5 * (1 + 2)/2 + 2 * (-(1.0 * -0.5) / 1) = 0.75 + 1.0
