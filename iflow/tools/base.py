@@ -1,0 +1,106 @@
+"""What a tool is: a name, a JSON schema, a kind that decides approval, and ``run``.
+
+Tool results follow ``iflow.types`` conventions so ``iflow.context`` can read outcomes from messages
+alone: a failure's text starts with ``TOOL_ERROR_PREFIX``; write tools name their file in ``file_path``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from iflow.executors.base import Executor
+from iflow.types import TOOL_ERROR_PREFIX
+
+if TYPE_CHECKING:
+    from iflow.todos import TodoStore
+
+
+class ToolKind(StrEnum):
+    READ = "read"  # never changes anything
+    EDIT = "edit"  # changes files in the working directory
+    SHELL = "shell"  # runs arbitrary commands
+    META = "meta"  # the agent's own bookkeeping: todos, memory, sub-agents
+
+
+class ToolError(Exception):
+    """The call cannot be done as asked; the message tells the model what to do instead."""
+
+
+@dataclass
+class ToolResult:
+    output: str
+    ok: bool = True
+    summary: str = ""  # one line for people
+    modified_paths: list[str] = field(default_factory=list)
+
+    @classmethod
+    def failure(cls, message: str) -> ToolResult:
+        return cls(output=f"{TOOL_ERROR_PREFIX}{message}", ok=False, summary=message.splitlines()[0][:120])
+
+
+@dataclass
+class ToolContext:
+    """What tools may use besides their arguments."""
+
+    executor: Executor
+    todos: TodoStore
+    save_memory: Callable[[str], str]
+    run_subagent: Callable[[str, str, str | None], str] | None = None
+    shell_timeout_s: float = 120.0
+
+
+class Tool(ABC):
+    name: str
+    description: str
+    parameters: ClassVar[dict[str, Any]]
+    kind: ToolKind
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        properties: dict[str, Any] = self.parameters.get("properties", {})
+        missing = [key for key in self.parameters.get("required", []) if key not in arguments]
+        if missing:
+            raise ToolError(f"{self.name} needs the argument(s) {', '.join(missing)}")
+        unknown = [key for key in arguments if key not in properties]
+        if unknown:
+            raise ToolError(
+                f"{self.name} has no argument(s) {', '.join(unknown)}; it takes {', '.join(properties)}"
+            )
+        for key, value in arguments.items():
+            expected = properties[key].get("type")
+            if expected and not _has_json_type(value, expected):
+                raise ToolError(f"{self.name}: argument {key} must be of JSON type {expected}")
+
+    def describe(self, arguments: dict[str, Any]) -> str:
+        """A short line shown to people when the call is proposed or asked for approval."""
+        first = next(iter(arguments.values()), "")
+        return f"{self.name}({str(first)[:80]})"
+
+    @abstractmethod
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult: ...
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def _has_json_type(value: Any, expected: str) -> bool:
+    if expected in ("integer", "number") and isinstance(value, bool):
+        return False
+    return isinstance(value, _JSON_TYPES.get(expected, (object,)))
