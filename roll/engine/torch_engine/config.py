@@ -1,0 +1,26 @@
+"""Settings of the embedded torch engine."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TorchEngineConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["torch"] = "torch"
+    max_batch_size: int = Field(64, ge=1, description="Most completions decoded together in one step.")
+    prefill_chunk_tokens: int = Field(
+        256,
+        ge=1,
+        description="Prompt tokens prefilled between two decode steps; bounds how long a long "
+        "prompt can stall the running decodes.",
+    )
+    prefix_cache_tokens: int = Field(
+        8192, ge=0, description="Tokens of prompt-prefix KV kept for reuse (0 turns prefix reuse off)."
+    )
+    prefix_min_match: int = Field(32, ge=1, description="Shortest shared prefix worth reusing, in tokens.")
+    seed: int = Field(0, description="Seeds the per-request generators of requests that bring no seed.")
+    num_threads: int | None = Field(None, ge=1, description="torch intra-op threads; None keeps torch's.")
