@@ -1,1 +1,33 @@
-"""ROCK: the sandbox fleet (admin, workers, rocklet) and its SDK."""
+"""ROCK: the sandbox fleet (admin, workers, rocklet) and its SDK.
+
+`rock.Sandbox`, `rock.AsyncSandbox` and the typed errors are loaded on first use, so `rock --help` and the
+rocklet (which imports `rock.rocklet` inside sandboxes) stay light.
+"""
+
+from typing import Any
+
+_SDK_NAMES = frozenset(
+    {
+        "AsyncSandbox",
+        "CapacityExceeded",
+        "CommandTimeout",
+        "Observation",
+        "RockError",
+        "Sandbox",
+        "SandboxFailed",
+        "SandboxInfo",
+        "SandboxNotFound",
+        "SandboxSpec",
+        "SandboxState",
+    }
+)
+
+__all__ = sorted(_SDK_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SDK_NAMES:
+        import rock.sdk
+
+        return getattr(rock.sdk, name)
+    raise AttributeError(f"module 'rock' has no attribute {name!r}")

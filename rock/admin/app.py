@@ -1,0 +1,190 @@
+"""The admin's HTTP API (FastAPI). Errors are `ErrorBody` JSON so the SDK can raise them again."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from rock.admin.config import KeyPolicy
+from rock.admin.service import Admin
+from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
+from rock.sdk.types import (
+    CreateSandboxRequest,
+    ErrorBody,
+    ExecRequest,
+    ForwardRequest,
+    Heartbeat,
+    HeartbeatReply,
+    RunRequest,
+    SandboxInfo,
+    SessionRequest,
+    WorkerCapacity,
+    WorkerInfo,
+)
+
+_SLACK = 30.0
+"""Seconds a forwarded call may take beyond its command's own timeout."""
+
+
+def error_response(exc: RockError) -> Response:
+    body = ErrorBody(type=type(exc).__name__, message=exc.message, reason=getattr(exc, "reason", None))
+    headers = (
+        {"Retry-After": str(max(1, round(exc.retry_after)))} if isinstance(exc, CapacityExceeded) else None
+    )
+    return Response(
+        body.model_dump_json(), status_code=exc.status, media_type="application/json", headers=headers
+    )
+
+
+def validation_error(exc: RequestValidationError) -> Response:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']}" for e in exc.errors()
+    )
+    return error_response(BadRequest(f"invalid request: {problems}"))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RockError, lambda _r, exc: error_response(exc))  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, lambda _r, exc: validation_error(exc))  # type: ignore[arg-type]
+
+
+def _passthrough(response) -> Response:  # type: ignore[no-untyped-def]
+    return Response(
+        response.content, status_code=response.status_code, media_type=response.headers.get("content-type")
+    )
+
+
+def create_app(admin: Admin) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await admin.start()
+        yield
+        await admin.close()
+
+    app = FastAPI(title="ROCK admin", lifespan=lifespan)
+    install_error_handlers(app)
+
+    def caller(authorization: Annotated[str | None, Header()] = None) -> KeyPolicy:
+        return admin.auth.identify(authorization)
+
+    Caller = Annotated[KeyPolicy, Depends(caller)]
+
+    @app.get("/health")
+    async def health() -> dict[str, object]:
+        return {"status": "ok", "workers": len(admin.scheduler.workers), "live": len(admin._live)}
+
+    @app.get("/metrics")
+    async def metrics(_caller: Caller) -> Response:
+        return Response(generate_latest(admin.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/sandboxes", status_code=201)
+    async def create(request: CreateSandboxRequest, who: Caller) -> SandboxInfo:
+        return await admin.create(request, who)
+
+    @app.get("/v1/sandboxes")
+    async def list_sandboxes(who: Caller, all: bool = False) -> list[SandboxInfo]:
+        return admin.list(who, include_deleted=all)
+
+    @app.get("/v1/sandboxes/{sandbox_id}")
+    async def get(sandbox_id: str, who: Caller) -> SandboxInfo:
+        return admin.get(sandbox_id, who)
+
+    @app.delete("/v1/sandboxes/{sandbox_id}")
+    async def delete(sandbox_id: str, who: Caller) -> SandboxInfo:
+        return await admin.delete(sandbox_id, who)
+
+    @app.post("/v1/sandboxes/{sandbox_id}/run")
+    async def run(sandbox_id: str, body: RunRequest, who: Caller) -> Response:
+        return _passthrough(
+            await admin.forward(
+                sandbox_id, who, "POST", "run", json=body.model_dump(), timeout=body.timeout + _SLACK
+            )
+        )
+
+    @app.post("/v1/sandboxes/{sandbox_id}/exec")
+    async def exec_(sandbox_id: str, body: ExecRequest, who: Caller) -> Response:
+        return _passthrough(
+            await admin.forward(
+                sandbox_id, who, "POST", "exec", json=body.model_dump(), timeout=body.timeout + _SLACK
+            )
+        )
+
+    @app.post("/v1/sandboxes/{sandbox_id}/sessions")
+    async def create_session(sandbox_id: str, body: SessionRequest, who: Caller) -> Response:
+        return _passthrough(await admin.forward(sandbox_id, who, "POST", "sessions", json=body.model_dump()))
+
+    @app.delete("/v1/sandboxes/{sandbox_id}/sessions/{name}")
+    async def close_session(sandbox_id: str, name: str, who: Caller) -> Response:
+        return _passthrough(await admin.forward(sandbox_id, who, "DELETE", f"sessions/{name}"))
+
+    @app.get("/v1/sandboxes/{sandbox_id}/files")
+    async def read_file(sandbox_id: str, path: str, who: Caller) -> Response:
+        return _passthrough(await admin.forward(sandbox_id, who, "GET", "files", params={"path": path}))
+
+    @app.put("/v1/sandboxes/{sandbox_id}/files")
+    async def write_file(
+        sandbox_id: str, path: str, request: Request, who: Caller, mode: Annotated[int | None, Query()] = None
+    ) -> Response:
+        params: dict[str, object] = {"path": path} if mode is None else {"path": path, "mode": mode}
+        return _passthrough(
+            await admin.forward(sandbox_id, who, "PUT", "files", params=params, content=await request.body())
+        )
+
+    @app.post("/v1/sandboxes/{sandbox_id}/upload")
+    async def upload(sandbox_id: str, dest: str, request: Request, who: Caller) -> Response:
+        return _passthrough(
+            await admin.forward(
+                sandbox_id,
+                who,
+                "POST",
+                "upload",
+                params={"dest": dest},
+                content=await request.body(),
+                timeout=600.0,
+            )
+        )
+
+    @app.get("/v1/sandboxes/{sandbox_id}/download")
+    async def download(sandbox_id: str, path: str, who: Caller) -> Response:
+        return _passthrough(
+            await admin.forward(sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0)
+        )
+
+    @app.post("/v1/sandboxes/{sandbox_id}/forward")
+    async def forward(sandbox_id: str, body: ForwardRequest, who: Caller) -> Response:
+        return _passthrough(await admin.forward(sandbox_id, who, "POST", "forward", json=body.model_dump()))
+
+    @app.post("/v1/workers/heartbeat")
+    async def heartbeat(beat: Heartbeat, who: Caller) -> HeartbeatReply:
+        return admin.heartbeat(beat, who)
+
+    @app.get("/v1/workers")
+    async def workers(_caller: Caller) -> list[WorkerInfo]:
+        out = []
+        for w in admin.scheduler.workers.values():
+            used = admin.scheduler.used(w.id)
+            out.append(
+                WorkerInfo(
+                    id=w.id,
+                    url=w.url,
+                    capacity=w.capacity,
+                    used=WorkerCapacity(cpus=used.cpus, memory=used.memory, slots=used.slots),
+                    sandboxes=used.slots,
+                    last_heartbeat=_wall(w.last_heartbeat),
+                )
+            )
+        return out
+
+    return app
+
+
+def _wall(monotonic_at: float):  # type: ignore[no-untyped-def]
+    import time
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(time.time() - (time.monotonic() - monotonic_at), UTC)

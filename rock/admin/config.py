@@ -1,0 +1,75 @@
+"""The admin's settings (`rock admin serve`): bind address, store URL, API keys and quotas, spec limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rock.sdk.types import parse_memory
+from rock.worker.config import WorkerConfig, default_state_dir
+
+
+class KeyPolicy(BaseModel):
+    """An API key and its quota (None: unlimited). Quotas count live and queued sandboxes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    key: str = Field(min_length=16, repr=False)
+    max_sandboxes: int | None = Field(None, ge=0)
+    max_cpus: float | None = Field(None, ge=0)
+    max_memory: str | None = None
+
+    @field_validator("max_memory")
+    @classmethod
+    def _memory_is_a_size(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_memory(value)
+        return value
+
+
+class SpecLimits(BaseModel):
+    """The largest sandbox one create may ask for; over a limit the create fails with 422 naming it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cpus: float = 8.0
+    max_memory: str = "16g"
+    max_pids: int = 4096
+    max_ttl: float = 7 * 24 * 3600.0
+    max_idle_timeout: float = 24 * 3600.0
+    max_start_timeout: float = 600.0
+
+
+class AdminConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    state_dir: Path = Field(default_factory=default_state_dir)
+    database_url: str | None = None
+    """SQLAlchemy URL; default sqlite:///STATE_DIR/admin.db. PostgreSQL: postgresql+psycopg://..."""
+    api_keys: list[KeyPolicy] = Field(default_factory=list)
+    """Required when binding a non-loopback address; when any is set, every request needs one."""
+    limits: SpecLimits = Field(default_factory=SpecLimits)
+    max_waiting: int = Field(256, ge=0)
+    """Creates that may wait for room at once; one more is refused with 429 at once."""
+    heartbeat_timeout: float = Field(15.0, gt=0)
+    """A worker silent this long is lost, and so are its sandboxes."""
+    reap_interval: float = Field(1.0, gt=0)
+    local_worker: WorkerConfig | None = None
+    """The worker `rock admin serve` runs in its own process (None: `--no-local-worker`)."""
+
+    @property
+    def store_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.state_dir / 'admin.db'}"
+
+
+def load_keys(path: Path) -> list[KeyPolicy]:
+    """A YAML list of `{name, key, max_sandboxes, max_cpus, max_memory}`."""
+    data = yaml.safe_load(path.read_text()) or []
+    if not isinstance(data, list):
+        raise ValueError(f"{path} must hold a YAML list of keys ({{name, key, max_sandboxes, ...}})")
+    return [KeyPolicy.model_validate(item) for item in data]

@@ -1,0 +1,172 @@
+"""Placement and admission: which worker gets a sandbox, and a bounded queue for creates that must wait.
+
+The scheduler holds one reservation per live sandbox (on a worker) and one waiter per queued create. A
+worker's used room is the sum of its reservations, so releasing a sandbox or adding a worker wakes the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from rock.sdk.errors import BadRequest, CapacityExceeded
+from rock.sdk.types import WorkerCapacity
+
+
+@dataclass(frozen=True)
+class Demand:
+    cpus: float
+    memory: int
+    slots: int = 1
+
+
+@dataclass
+class Worker:
+    id: str
+    url: str
+    capacity: WorkerCapacity
+    last_heartbeat: float
+    token: str | None = None
+
+
+@dataclass
+class _Reservation:
+    worker_id: str
+    demand: Demand
+    owner: str
+
+
+@dataclass
+class _Waiter:
+    sandbox_id: str
+    demand: Demand
+    owner: str
+    future: asyncio.Future[str] = field(repr=False)
+
+
+def room_after(capacity: WorkerCapacity, used: Demand, demand: Demand) -> float | None:
+    """The free fraction of the tightest resource once `demand` is placed, or None if it does not fit."""
+    free = (
+        (capacity.cpus - used.cpus - demand.cpus) / capacity.cpus if capacity.cpus else -1.0,
+        (capacity.memory - used.memory - demand.memory) / capacity.memory if capacity.memory else -1.0,
+        (capacity.slots - used.slots - demand.slots) / capacity.slots if capacity.slots else -1.0,
+    )
+    tightest = min(free)
+    return None if tightest < -1e-9 else tightest
+
+
+class Scheduler:
+    def __init__(self, max_waiting: int, retry_after: float = 5.0) -> None:
+        self.max_waiting = max_waiting
+        self.retry_after = retry_after
+        self.workers: dict[str, Worker] = {}
+        self._reservations: dict[str, _Reservation] = {}
+        self._waiters: deque[_Waiter] = deque()
+
+    # workers ----------------------------------------------------------------------------------------
+    def upsert_worker(self, worker: Worker) -> None:
+        self.workers[worker.id] = worker
+        self._dispatch()
+
+    def remove_worker(self, worker_id: str) -> None:
+        self.workers.pop(worker_id, None)
+
+    def used(self, worker_id: str) -> Demand:
+        cpus, memory, slots = 0.0, 0, 0
+        for r in self._reservations.values():
+            if r.worker_id == worker_id:
+                cpus, memory, slots = cpus + r.demand.cpus, memory + r.demand.memory, slots + r.demand.slots
+        return Demand(cpus, memory, slots)
+
+    # placement --------------------------------------------------------------------------------------
+    def place(self, demand: Demand) -> str | None:
+        """The worker with the most free room left after placing `demand`, or None when none fits."""
+        best: tuple[float, str] | None = None
+        for worker in self.workers.values():
+            room = room_after(worker.capacity, self.used(worker.id), demand)
+            if room is not None and (
+                best is None or room > best[0] or (room == best[0] and worker.id < best[1])
+            ):
+                best = (room, worker.id)
+        return None if best is None else best[1]
+
+    def restore(self, sandbox_id: str, worker_id: str, demand: Demand, owner: str) -> None:
+        """Re-hold the room of a sandbox that was live before the admin restarted."""
+        self._reservations[sandbox_id] = _Reservation(worker_id, demand, owner)
+
+    def release(self, sandbox_id: str) -> None:
+        if self._reservations.pop(sandbox_id, None) is not None:
+            self._dispatch()
+
+    def worker_of(self, sandbox_id: str) -> str | None:
+        reservation = self._reservations.get(sandbox_id)
+        return None if reservation is None else reservation.worker_id
+
+    # admission --------------------------------------------------------------------------------------
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def usage(self, owner: str) -> tuple[int, float, int]:
+        """(sandboxes, cpus, memory bytes) that `owner` holds or waits for."""
+        held = [r.demand for r in self._reservations.values() if r.owner == owner]
+        held += [w.demand for w in self._waiters if w.owner == owner]
+        return len(held), sum(d.cpus for d in held), sum(d.memory for d in held)
+
+    async def reserve(self, sandbox_id: str, demand: Demand, owner: str, timeout: float) -> str:
+        """Reserve room for a sandbox and return its worker's id, waiting in the queue up to `timeout`.
+
+        Raises BadRequest when no known worker could ever hold it, CapacityExceeded when the queue is full
+        or the timeout passes first.
+        """
+        if self.workers and all(
+            room_after(w.capacity, Demand(0.0, 0, 0), demand) is None for w in self.workers.values()
+        ):
+            biggest = max(self.workers.values(), key=lambda w: (w.capacity.cpus, w.capacity.memory))
+            raise BadRequest(
+                f"no worker can ever hold {demand.cpus} CPUs and {demand.memory} bytes of memory "
+                f"(the largest "
+                f"has {biggest.capacity.cpus} CPUs, {biggest.capacity.memory} bytes); ask for less"
+            )
+        if not self._waiters:
+            worker_id = self.place(demand)
+            if worker_id is not None:
+                self._reservations[sandbox_id] = _Reservation(worker_id, demand, owner)
+                return worker_id
+        if len(self._waiters) >= self.max_waiting:
+            raise CapacityExceeded(
+                f"the fleet is full and {len(self._waiters)} creates already wait; "
+                "retry later or ask for less",
+                retry_after=self.retry_after,
+            )
+        waiter = _Waiter(sandbox_id, demand, owner, asyncio.get_running_loop().create_future())
+        self._waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+        except TimeoutError:
+            if waiter.future.done():  # placed in the same instant the timeout fired
+                return waiter.future.result()
+            raise CapacityExceeded(
+                f"no worker had room for {demand.cpus} CPUs and {demand.memory} bytes within {timeout:g} s; "
+                "retry later, ask for less, or add a worker",
+                retry_after=self.retry_after,
+            ) from None
+        except asyncio.CancelledError:
+            if waiter.future.done():  # the caller went away after room was found: give it back
+                self.release(sandbox_id)
+            raise
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def _dispatch(self) -> None:
+        """Give freed room to waiters in arrival order (first fit)."""
+        for waiter in list(self._waiters):
+            if waiter.future.done():
+                continue
+            worker_id = self.place(waiter.demand)
+            if worker_id is not None:
+                self._reservations[waiter.sandbox_id] = _Reservation(worker_id, waiter.demand, waiter.owner)
+                self._waiters.remove(waiter)
+                waiter.future.set_result(worker_id)

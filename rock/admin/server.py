@@ -1,0 +1,50 @@
+"""Running the admin (`rock admin serve`): its HTTP server and, unless told not to, one local worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+
+from rock.admin.app import create_app
+from rock.admin.config import AdminConfig
+from rock.admin.service import Admin
+from rock.worker.app import create_worker_app
+from rock.worker.server import QuietSignalsServer, bind, uvicorn_config
+from rock.worker.service import WorkerService
+
+log = logging.getLogger("rock.admin")
+
+
+async def serve_admin(config: AdminConfig, log_level: str = "warning") -> None:
+    admin = Admin(config)
+    admin_sock = bind(config.host, config.port)
+    admin_port = admin_sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(create_app(admin), log_level))
+    worker_server: uvicorn.Server | None = None
+    worker_task: asyncio.Task[None] | None = None
+    if config.local_worker is not None:
+        worker_sock = bind("127.0.0.1", 0)
+        worker_port = worker_sock.getsockname()[1]
+        admin_host = "127.0.0.1" if config.host in ("0.0.0.0", "::") else config.host
+        worker_config = config.local_worker.model_copy(
+            update={
+                "admin_url": f"http://{admin_host}:{admin_port}",
+                "api_key": config.api_keys[0].key if config.api_keys else None,
+                "host": "127.0.0.1",
+                "port": worker_port,
+            }
+        )
+        worker = WorkerService(worker_config)
+        worker_server = QuietSignalsServer(
+            uvicorn_config(create_worker_app(worker, lambda: worker_port), log_level)
+        )
+        worker_task = asyncio.get_running_loop().create_task(worker_server.serve(sockets=[worker_sock]))
+    log.info("admin listens on http://%s:%d", config.host, admin_port)
+    try:
+        await server.serve(sockets=[admin_sock])
+    finally:
+        if worker_server is not None and worker_task is not None:
+            worker_server.should_exit = True
+            await worker_task

@@ -1,0 +1,372 @@
+"""The admin's logic: admission, placement, the state machine, worker heartbeats, and the reaper.
+
+The store holds every sandbox; `_live` caches the pending and running ones so forwarding a command reads
+no database. Workers are reached over HTTP (the local one too), with the key they registered with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from rock.admin.auth import LOCAL, Authenticator, check_quota
+from rock.admin.config import AdminConfig, KeyPolicy
+from rock.admin.metrics import AdminMetrics
+from rock.admin.scheduler import Demand, Scheduler, Worker
+from rock.admin.states import LIVE, advance, path_to
+from rock.admin.store import SandboxStore
+from rock.sdk.errors import (
+    BadRequest,
+    RockError,
+    SandboxFailed,
+    SandboxNotFound,
+    SandboxNotRunning,
+    WorkerUnavailable,
+    error_from_response,
+)
+from rock.sdk.types import (
+    CreateSandboxRequest,
+    FailureReason,
+    Heartbeat,
+    HeartbeatReply,
+    SandboxInfo,
+    SandboxSpec,
+    SandboxState,
+    parse_memory,
+)
+
+log = logging.getLogger("rock.admin")
+_CLOCK_SKEW = timedelta(seconds=5)
+"""Margin between the admin's and a worker's clocks when judging which sandboxes a heartbeat must list."""
+S = SandboxState
+
+
+def check_limits(config: AdminConfig, spec: SandboxSpec) -> None:
+    limits = config.limits
+    checks = [
+        ("cpus", spec.cpus, limits.max_cpus),
+        ("memory", spec.memory_bytes, parse_memory(limits.max_memory)),
+        ("pids", spec.pids, limits.max_pids),
+        ("ttl", spec.ttl, limits.max_ttl),
+        ("idle_timeout", spec.idle_timeout, limits.max_idle_timeout),
+        ("start_timeout", spec.start_timeout, limits.max_start_timeout),
+    ]
+    for name, value, limit in checks:
+        if value > limit:
+            shown = getattr(spec, name)
+            raise BadRequest(
+                f"{name}={shown} is over this admin's limit max_{name}={getattr(limits, 'max_' + name)}"
+            )
+
+
+class Admin:
+    def __init__(self, config: AdminConfig) -> None:
+        self.config = config
+        self.auth = Authenticator(config.api_keys, config.host)
+        self.store = SandboxStore(config.store_url)
+        self.scheduler = Scheduler(config.max_waiting)
+        self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=256))
+        self._live: dict[str, SandboxInfo] = {}
+        self._activity: dict[str, float] = {}
+        self._dirty_activity: dict[str, float] = {}
+        self._stopping: set[str] = set()
+        self._started = time.monotonic()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # lifecycle of the admin itself ------------------------------------------------------------------
+    async def start(self) -> None:
+        """Reload the store: running sandboxes hold their room again; ones caught starting have failed."""
+        for info, last_activity in self.store.list(LIVE):
+            if info.state is S.PENDING:
+                self._save(
+                    advance(
+                        info,
+                        S.FAILED,
+                        reason=FailureReason.START_ERROR,
+                        detail="the admin restarted while this sandbox was starting; create it again",
+                    )
+                )
+                continue
+            self._live[info.id] = info
+            self._activity[info.id] = last_activity
+            if info.worker_id is not None:
+                self.scheduler.restore(info.id, info.worker_id, _demand(info.spec), info.owner)
+        self.metrics.live.set(len(self._live))
+        self._spawn(self._monitor())
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.store.touch(self._dirty_activity)
+        await self.http.aclose()
+        self.store.close()
+
+    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # state ------------------------------------------------------------------------------------------
+    def _save(self, info: SandboxInfo) -> SandboxInfo:
+        self.store.save(info, self._activity.get(info.id, time.time()))
+        if info.state in LIVE:
+            self._live[info.id] = info
+        else:
+            self._live.pop(info.id, None)
+            self._activity.pop(info.id, None)
+            self._dirty_activity.pop(info.id, None)
+            self.scheduler.release(info.id)
+        self.metrics.live.set(len(self._live))
+        return info
+
+    def _fail(self, info: SandboxInfo, reason: FailureReason, detail: str) -> SandboxInfo:
+        if info.state not in LIVE:
+            return info
+        log.warning("sandbox %s failed (%s): %s", info.id, reason.value, detail)
+        self.metrics.failures.labels(reason.value).inc()
+        return self._save(advance(info, S.FAILED, reason=reason, detail=detail))
+
+    def get(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
+        info = self._live.get(sandbox_id)
+        if info is None:
+            row = self.store.get(sandbox_id)
+            info = None if row is None else row[0]
+        if info is None or info.state is S.DELETED or not _may_see(caller, info):
+            raise SandboxNotFound(f"no sandbox {sandbox_id!r}; `rock sandbox ls` lists the ones that exist")
+        return info
+
+    def list(self, caller: KeyPolicy, include_deleted: bool = False) -> list[SandboxInfo]:
+        states = None if include_deleted else [s for s in S if s is not S.DELETED]
+        return [info for info, _ in self.store.list(states) if _may_see(caller, info)]
+
+    # create / delete --------------------------------------------------------------------------------
+    async def create(self, request: CreateSandboxRequest, caller: KeyPolicy) -> SandboxInfo:
+        spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout"}))
+        check_limits(self.config, spec)
+        demand = _demand(spec)
+        check_quota(caller, self.scheduler.usage(caller.name), demand)
+        sandbox_id = secrets.token_hex(6)
+        began = time.monotonic()
+        try:
+            worker_id = await self.scheduler.reserve(sandbox_id, demand, caller.name, request.queue_timeout)
+        except RockError:
+            self.metrics.creates.labels("refused").inc()
+            raise
+        now = datetime.now(UTC)
+        info = SandboxInfo(
+            id=sandbox_id, state=S.PENDING, spec=spec, owner=caller.name, worker_id=worker_id, created_at=now
+        )
+        self._activity[sandbox_id] = time.time()
+        self._save(info)
+        try:
+            reply = await self._call_worker(
+                worker_id,
+                "POST",
+                "/v1/sandboxes",
+                json={"id": sandbox_id, "spec": spec.model_dump(), "owner": caller.name},
+                timeout=None if spec.build_context else spec.start_timeout + 30.0,
+            )
+        except SandboxFailed as exc:
+            self._fail(info, _reason(exc.reason), exc.message)
+            self.metrics.creates.labels("failed").inc()
+            raise
+        except RockError as exc:
+            self._fail(info, FailureReason.START_ERROR, exc.message)
+            self.metrics.creates.labels("failed").inc()
+            raise SandboxFailed(exc.message, FailureReason.START_ERROR) from exc
+        current = self._live.get(sandbox_id)
+        if current is None or current.state is not S.PENDING:  # deleted or failed while starting
+            raise SandboxFailed(
+                f"sandbox {sandbox_id} was stopped while it started", FailureReason.START_ERROR
+            )
+        started = datetime.now(UTC)
+        info = advance(
+            current.model_copy(
+                update={
+                    "host_dir": reply.get("host_dir"),
+                    "expires_at": started + timedelta(seconds=spec.ttl),
+                }
+            ),
+            S.RUNNING,
+            now=started,
+        )
+        self._save(info)
+        self.metrics.creates.labels("running").inc()
+        self.metrics.create_seconds.observe(time.monotonic() - began)
+        return info
+
+    async def delete(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
+        info = await self._stop(self.get(sandbox_id, caller), detail="deleted by its owner")
+        for state in path_to(info.state, S.DELETED):
+            info = self._save(advance(info, state))
+        return info
+
+    async def _stop(self, info: SandboxInfo, detail: str) -> SandboxInfo:
+        """Remove the container of a live sandbox and move it to stopped (a no-op for the others)."""
+        if info.state not in LIVE or info.id in self._stopping:
+            return info
+        self._stopping.add(info.id)
+        try:
+            if info.worker_id in self.scheduler.workers:
+                with contextlib.suppress(SandboxNotFound, WorkerUnavailable):
+                    await self._call_worker(info.worker_id, "DELETE", f"/v1/sandboxes/{info.id}")
+            current = self._live.get(info.id, info)
+            if current.state not in LIVE:
+                return current
+            return self._save(advance(current, S.STOPPED, detail=detail))
+        finally:
+            self._stopping.discard(info.id)
+
+    # forwarding to the sandbox's worker -------------------------------------------------------------
+    async def forward(
+        self,
+        sandbox_id: str,
+        caller: KeyPolicy,
+        method: str,
+        op: str,
+        *,
+        timeout: float | None = 60.0,
+        **kwargs: object,
+    ) -> httpx.Response:
+        info = self.get(sandbox_id, caller)
+        if info.state is S.FAILED:
+            raise SandboxFailed(
+                f"sandbox {sandbox_id} failed ({info.failure_reason}): {info.detail}", info.failure_reason
+            )
+        if info.state is not S.RUNNING or info.worker_id is None:
+            raise SandboxNotRunning(
+                f"sandbox {sandbox_id} is {info.state.value}, not running; create a new one"
+            )
+        now = time.time()
+        self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = now
+        self.metrics.requests.labels(op.split("/")[0]).inc()
+        try:
+            return await self._send(
+                info.worker_id, method, f"/v1/sandboxes/{sandbox_id}/{op}", timeout=timeout, **kwargs
+            )
+        except SandboxFailed as exc:
+            self._fail(info, _reason(exc.reason), exc.message)
+            raise
+        except SandboxNotFound as exc:
+            self._fail(info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container")
+            raise SandboxFailed(exc.message, FailureReason.WORKER_LOST) from exc
+
+    async def _call_worker(
+        self, worker_id: str, method: str, path: str, *, timeout: float | None = 30.0, **kwargs: object
+    ) -> dict:
+        response = await self._send(worker_id, method, path, timeout=timeout, **kwargs)
+        return response.json() if response.content else {}
+
+    async def _send(
+        self, worker_id: str, method: str, path: str, *, timeout: float | None, **kwargs: object
+    ) -> httpx.Response:
+        worker = self.scheduler.workers.get(worker_id)
+        if worker is None:
+            raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
+        headers = {"Authorization": f"Bearer {worker.token}"} if worker.token else {}
+        try:
+            response = await self.http.request(
+                method, worker.url + path, headers=headers, timeout=timeout, **kwargs
+            )  # type: ignore[arg-type]
+        except httpx.HTTPError as exc:
+            raise WorkerUnavailable(f"worker {worker_id} at {worker.url} did not answer: {exc!r}") from exc
+        if response.is_success:
+            return response
+        raise error_from_response(
+            response.status_code, response.content, response.headers.get("Retry-After"), worker.url
+        )
+
+    # workers ----------------------------------------------------------------------------------------
+    def heartbeat(self, beat: Heartbeat, caller: KeyPolicy) -> HeartbeatReply:
+        self.scheduler.upsert_worker(
+            Worker(
+                beat.worker_id,
+                beat.url,
+                beat.capacity,
+                time.monotonic(),
+                self.auth.secret_of(caller.name) if caller is not LOCAL else None,
+            )
+        )
+        reported = {s.id: s for s in beat.sandboxes}
+        for sandbox in reported.values():
+            info = self._live.get(sandbox.id)
+            if info is None or info.worker_id != beat.worker_id or info.state is not S.RUNNING:
+                continue
+            if sandbox.status == "oom_killed":
+                self._fail(
+                    info,
+                    FailureReason.OOM_KILLED,
+                    sandbox.detail or "the sandbox ran out of memory; create it with more memory",
+                )
+            elif sandbox.status == "exited":
+                self._fail(info, FailureReason.EXITED, sandbox.detail or "the sandbox's container exited")
+        for info in list(self._live.values()):
+            if (
+                info.worker_id == beat.worker_id
+                and info.state is S.RUNNING
+                and info.id not in reported
+                and info.id not in self._stopping
+                and info.started_at is not None
+                and info.started_at < beat.listed_at - _CLOCK_SKEW
+            ):
+                self._fail(
+                    info,
+                    FailureReason.WORKER_LOST,
+                    f"worker {beat.worker_id} restarted without this sandbox's container",
+                )
+        return HeartbeatReply(remove=[sid for sid in reported if sid not in self._live])
+
+    async def _monitor(self) -> None:
+        """Every reap_interval: flush activity times, drop silent workers, stop expired and idle sandboxes."""
+        while True:
+            await asyncio.sleep(self.config.reap_interval)
+            try:
+                self._check_once()
+            except Exception:
+                log.exception("the admin's monitor loop failed once; it keeps running")
+
+    def _check_once(self) -> None:
+        activity, self._dirty_activity = self._dirty_activity, {}
+        self.store.touch(activity)
+        now_mono, now = time.monotonic(), time.time()
+        for worker in list(self.scheduler.workers.values()):
+            if now_mono - worker.last_heartbeat > self.config.heartbeat_timeout:
+                log.warning(
+                    "worker %s missed its heartbeats for %.0f s: lost",
+                    worker.id,
+                    now_mono - worker.last_heartbeat,
+                )
+                self.scheduler.remove_worker(worker.id)
+        grace_over = now_mono - self._started > self.config.heartbeat_timeout
+        for info in list(self._live.values()):
+            if info.worker_id not in self.scheduler.workers and (grace_over or info.worker_id is None):
+                self._fail(
+                    info, FailureReason.WORKER_LOST, f"worker {info.worker_id} stopped sending heartbeats"
+                )
+            elif info.state is S.RUNNING and info.expires_at and info.expires_at.timestamp() <= now:
+                self._spawn(self._stop(info, f"its ttl of {info.spec.ttl:g} s ran out"))
+            elif info.state is S.RUNNING and now - self._activity.get(info.id, now) > info.spec.idle_timeout:
+                self._spawn(self._stop(info, f"idle for more than {info.spec.idle_timeout:g} s"))
+
+
+def _demand(spec: SandboxSpec) -> Demand:
+    return Demand(spec.cpus, spec.memory_bytes)
+
+
+def _reason(reason: object) -> FailureReason:
+    try:
+        return FailureReason(str(reason))
+    except ValueError:
+        return FailureReason.START_ERROR
+
+
+def _may_see(caller: KeyPolicy, info: SandboxInfo) -> bool:
+    return caller is LOCAL or caller.name == info.owner

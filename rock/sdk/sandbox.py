@@ -1,0 +1,243 @@
+"""`rock.Sandbox` (sync) and `rock.AsyncSandbox`: one sandbox on the fleet, through the admin's HTTP API.
+
+with Sandbox(image="python:3.11", memory="1g") as sb:
+    print(sb.run("python3 -V").output)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from rock.sdk import archive, calls
+from rock.sdk.types import CreateSandboxRequest, Observation, SandboxInfo
+
+T = TypeVar("T")
+Network = Literal["none", "bridge"]
+
+
+def _request(image: str, options: dict[str, Any]) -> CreateSandboxRequest:
+    return CreateSandboxRequest(image=image, **{k: v for k, v in options.items() if v is not None})
+
+
+class Sandbox:
+    """A sandbox created on construction and deleted by `close()` (or at the end of a `with` block).
+
+    Options left None take the admin's defaults (SandboxSpec). `Sandbox.attach(id)` wraps one that exists.
+    """
+
+    def __init__(
+        self,
+        image: str = "python:3.11",
+        *,
+        cpus: float | None = None,
+        memory: str | None = None,
+        ttl: float | None = None,
+        idle_timeout: float | None = None,
+        network: Network | None = None,
+        pids: int | None = None,
+        env: dict[str, str] | None = None,
+        build_context: str | None = None,
+        start_timeout: float | None = None,
+        queue_timeout: float | None = None,
+        admin_url: str | None = None,
+        api_key: str | None = None,
+        _attach: str | None = None,
+    ) -> None:
+        self._http = httpx.Client(base_url=calls.admin_url(admin_url), headers=calls.auth_headers(api_key))
+        try:
+            if _attach is not None:
+                self.info = self._do(calls.get(_attach))
+            else:
+                request = _request(
+                    image,
+                    dict(
+                        cpus=cpus,
+                        memory=memory,
+                        ttl=ttl,
+                        idle_timeout=idle_timeout,
+                        network=network,
+                        pids=pids,
+                        env=env,
+                        build_context=build_context,
+                        start_timeout=start_timeout,
+                        queue_timeout=queue_timeout,
+                    ),
+                )
+                self.info = self._do(calls.create(request))
+        except BaseException:
+            self._http.close()
+            raise
+        self.id = self.info.id
+
+    @classmethod
+    def attach(cls, sandbox_id: str, admin_url: str | None = None, api_key: str | None = None) -> Sandbox:
+        return cls(admin_url=admin_url, api_key=api_key, _attach=sandbox_id)
+
+    def _do(self, call: calls.Call[T]) -> T:
+        return call.finish(self._http.request(call.method, call.path, **call.request_kwargs()))
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def refresh(self) -> SandboxInfo:
+        self.info = self._do(calls.get(self.id))
+        return self.info
+
+    def run(self, cmd: str, session: str = "default", timeout: float = 60.0) -> Observation:
+        """Run `cmd` in a persistent bash session (cwd and env persist). CommandTimeout past `timeout`."""
+        return self._do(calls.run(self.id, cmd, session, timeout))
+
+    def exec(
+        self,
+        cmd: str | list[str],
+        timeout: float = 60.0,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Observation:
+        """Run `cmd` as a fresh process (a list runs without a shell)."""
+        return self._do(calls.exec_(self.id, cmd, timeout, cwd, env))
+
+    def create_session(self, name: str, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        self._do(calls.create_session(self.id, name, env, cwd))
+
+    def close_session(self, name: str) -> None:
+        self._do(calls.close_session(self.id, name))
+
+    def read_file(self, path: str) -> bytes:
+        return self._do(calls.read_file(self.id, path))
+
+    def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        self._do(calls.write_file(self.id, path, data.encode() if isinstance(data, str) else data, mode))
+
+    def upload(self, src: str | Path, dest: str) -> None:
+        """Copy a local file or folder to `dest/<its name>` inside the sandbox."""
+        self._do(calls.upload(self.id, archive.pack(src), dest))
+
+    def download(self, path: str, dest: str | Path) -> Path:
+        """Copy `path` (file or folder) from the sandbox into the local folder `dest`; returns the copy."""
+        return archive.unpack(self._do(calls.download(self.id, path)), dest)
+
+    def forward(self, port: int = 0, target_socket: str = "/run/rock/model.sock") -> int:
+        """Listen on 127.0.0.1:`port` inside the sandbox, forwarding to `target_socket`; returns the port."""
+        return self._do(calls.forward(self.id, port, target_socket))
+
+    def close(self) -> None:
+        """Delete the sandbox (its container goes away) and close the connection."""
+        try:
+            if not self._http.is_closed:
+                self.info = self._do(calls.delete(self.id))
+        finally:
+            self._http.close()
+
+
+class AsyncSandbox:
+    """The async twin of `Sandbox`: `async with AsyncSandbox(...) as sb`, or `await AsyncSandbox.create()`."""
+
+    def __init__(
+        self,
+        image: str = "python:3.11",
+        *,
+        admin_url: str | None = None,
+        api_key: str | None = None,
+        **options: Any,
+    ) -> None:
+        self._request = _request(image, options)
+        self._http = httpx.AsyncClient(
+            base_url=calls.admin_url(admin_url),
+            headers=calls.auth_headers(api_key),
+            limits=httpx.Limits(max_connections=16),
+        )
+        self.info: SandboxInfo | None = None
+
+    @classmethod
+    async def create(cls, image: str = "python:3.11", **options: Any) -> AsyncSandbox:
+        sandbox = cls(image, **options)
+        await sandbox.start()
+        return sandbox
+
+    @classmethod
+    async def attach(
+        cls, sandbox_id: str, admin_url: str | None = None, api_key: str | None = None
+    ) -> AsyncSandbox:
+        sandbox = cls(admin_url=admin_url, api_key=api_key)
+        sandbox.info = await sandbox._do(calls.get(sandbox_id))
+        return sandbox
+
+    @property
+    def id(self) -> str:
+        if self.info is None:
+            raise RuntimeError("the sandbox is not created yet: `await sb.start()` or `async with` first")
+        return self.info.id
+
+    async def _do(self, call: calls.Call[T]) -> T:
+        return call.finish(await self._http.request(call.method, call.path, **call.request_kwargs()))
+
+    async def start(self) -> SandboxInfo:
+        try:
+            self.info = await self._do(calls.create(self._request))
+        except BaseException:
+            await self._http.aclose()
+            raise
+        return self.info
+
+    async def __aenter__(self) -> AsyncSandbox:
+        if self.info is None:
+            await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def refresh(self) -> SandboxInfo:
+        self.info = await self._do(calls.get(self.id))
+        return self.info
+
+    async def run(self, cmd: str, session: str = "default", timeout: float = 60.0) -> Observation:
+        return await self._do(calls.run(self.id, cmd, session, timeout))
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        timeout: float = 60.0,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Observation:
+        return await self._do(calls.exec_(self.id, cmd, timeout, cwd, env))
+
+    async def create_session(
+        self, name: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> None:
+        await self._do(calls.create_session(self.id, name, env, cwd))
+
+    async def close_session(self, name: str) -> None:
+        await self._do(calls.close_session(self.id, name))
+
+    async def read_file(self, path: str) -> bytes:
+        return await self._do(calls.read_file(self.id, path))
+
+    async def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        await self._do(
+            calls.write_file(self.id, path, data.encode() if isinstance(data, str) else data, mode)
+        )
+
+    async def upload(self, src: str | Path, dest: str) -> None:
+        await self._do(calls.upload(self.id, archive.pack(src), dest))
+
+    async def download(self, path: str, dest: str | Path) -> Path:
+        return archive.unpack(await self._do(calls.download(self.id, path)), dest)
+
+    async def forward(self, port: int = 0, target_socket: str = "/run/rock/model.sock") -> int:
+        return await self._do(calls.forward(self.id, port, target_socket))
+
+    async def close(self) -> None:
+        try:
+            if self.info is not None and not self._http.is_closed:
+                self.info = await self._do(calls.delete(self.id))
+        finally:
+            await self._http.aclose()

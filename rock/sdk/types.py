@@ -1,0 +1,199 @@
+"""Wire types of the ROCK fleet, shared by the admin, the workers and the SDK (JSON over HTTP)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rock.rocklet.types import Observation
+
+__all__ = [
+    "CreateSandboxRequest",
+    "ErrorBody",
+    "ExecRequest",
+    "FailureReason",
+    "ForwardRequest",
+    "Heartbeat",
+    "HeartbeatReply",
+    "Observation",
+    "RunRequest",
+    "SandboxInfo",
+    "SandboxSpec",
+    "SandboxState",
+    "SessionRequest",
+    "WorkerCapacity",
+    "WorkerInfo",
+    "WorkerSandbox",
+    "parse_memory",
+]
+
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_memory(value: str | int) -> int:
+    """Bytes from `536870912`, `"512m"`, `"2g"`, `"1.5GiB"`."""
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"memory must be positive, got {value}")
+        return value
+    match = _MEMORY.match(value)
+    if not match:
+        raise ValueError(f"memory {value!r} is not a size; write it like '512m' or '2g'")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+class SandboxState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    DELETED = "deleted"
+    FAILED = "failed"
+
+
+class FailureReason(StrEnum):
+    IMAGE_ERROR = "image_error"
+    """The image is unknown here or its build failed (the detail holds the tail of the build log)."""
+    OOM_KILLED = "oom_killed"
+    START_TIMEOUT = "start_timeout"
+    START_ERROR = "start_error"
+    WORKER_LOST = "worker_lost"
+    EXITED = "exited"
+    """The container stopped on its own (its main process exited)."""
+
+
+class SandboxSpec(BaseModel):
+    """What a sandbox should be. Sizes are checked against the admin's limits on create."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: str = "python:3.11"
+    """Image name; public names resolve through the alias table (`rock image ls`)."""
+    build_context: str | None = None
+    """A folder with a Dockerfile on the worker's host: built through the alias table, then used as image."""
+    cpus: float = Field(1.0, gt=0)
+    memory: str = "512m"
+    pids: int = Field(256, ge=16)
+    ttl: float = Field(3600.0, gt=0)
+    """Seconds after start when the admin stops the sandbox."""
+    idle_timeout: float = Field(600.0, gt=0)
+    """Seconds without any request after which the admin stops the sandbox."""
+    network: Literal["none", "bridge"] = "none"
+    """`none` (default): no network at all. `bridge`: egress through Docker's bridge, opt-in."""
+    env: dict[str, str] = Field(default_factory=dict)
+    start_timeout: float = Field(60.0, gt=0)
+    """Seconds the rocklet may take to answer after the container starts."""
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_is_a_size(cls, value: str) -> str:
+        parse_memory(value)
+        return value
+
+    @property
+    def memory_bytes(self) -> int:
+        return parse_memory(self.memory)
+
+
+class CreateSandboxRequest(SandboxSpec):
+    queue_timeout: float = Field(30.0, ge=0)
+    """Seconds a create may wait in the admission queue for room before it fails with 429."""
+
+
+class SandboxInfo(BaseModel):
+    id: str
+    state: SandboxState
+    spec: SandboxSpec
+    owner: str
+    worker_id: str | None = None
+    host_dir: str | None = None
+    """The sandbox's socket folder on its worker's host (mounted at /run/rock inside)."""
+    failure_reason: FailureReason | None = None
+    detail: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    stopped_at: datetime | None = None
+    expires_at: datetime | None = None
+
+
+class RunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cmd: str
+    session: str = "default"
+    timeout: float = Field(60.0, gt=0)
+
+
+class ExecRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cmd: str | list[str]
+    timeout: float = Field(60.0, gt=0)
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+
+
+class SessionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+
+
+class ForwardRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    port: int = Field(ge=0, le=65535)
+    """TCP port on 127.0.0.1 inside the sandbox; 0 picks a free one."""
+    target_socket: str = "/run/rock/model.sock"
+
+
+class ErrorBody(BaseModel):
+    """Every error response's JSON: the SDK raises the exception class named by `type` again."""
+
+    type: str
+    message: str
+    reason: FailureReason | None = None
+
+
+class WorkerCapacity(BaseModel):
+    cpus: float = Field(ge=0)
+    memory: int = Field(ge=0)
+    """Bytes."""
+    slots: int = Field(ge=0)
+
+
+class WorkerSandbox(BaseModel):
+    """One container as its worker sees it."""
+
+    id: str
+    status: Literal["running", "exited", "oom_killed"]
+    detail: str | None = None
+
+
+class Heartbeat(BaseModel):
+    worker_id: str
+    listed_at: datetime
+    """When the worker listed its containers: sandboxes started after it may be missing from the list."""
+    url: str
+    capacity: WorkerCapacity
+    sandboxes: list[WorkerSandbox]
+
+
+class HeartbeatReply(BaseModel):
+    remove: list[str]
+    """Sandboxes the admin no longer wants: the worker removes their containers."""
+
+
+class WorkerInfo(BaseModel):
+    id: str
+    url: str
+    capacity: WorkerCapacity
+    used: WorkerCapacity | None = None
+    sandboxes: int
+    last_heartbeat: datetime

@@ -1,0 +1,150 @@
+"""The worker's HTTP API (FastAPI), called by the admin. Rocklet errors become `ErrorBody` JSON."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from pydantic import BaseModel
+
+from rock.admin.app import error_response, install_error_handlers
+from rock.admin.auth import LOCAL_HOSTS
+from rock.rocklet.errors import RemoteFileNotFound as RockletFileNotFound
+from rock.rocklet.errors import RockletError
+from rock.sdk.errors import (
+    BadRequest,
+    RemoteFileNotFound,
+    RockError,
+    SandboxRequestError,
+    Unauthorized,
+    WorkerUnavailable,
+)
+from rock.sdk.types import ExecRequest, ForwardRequest, RunRequest, SandboxSpec, SessionRequest, WorkerSandbox
+from rock.worker.service import WorkerService
+
+
+class CreateOnWorker(BaseModel):
+    id: str
+    spec: SandboxSpec
+    owner: str
+
+
+def as_rock_error(exc: RockletError) -> RockError:
+    if isinstance(exc, RockletFileNotFound):
+        return RemoteFileNotFound(str(exc))
+    if exc.status >= 500:
+        return WorkerUnavailable(f"the sandbox's rocklet failed: {exc}")
+    return SandboxRequestError(str(exc))
+
+
+def create_worker_app(
+    worker: WorkerService, port_of: Callable[[], int], manage_lifespan: bool = True
+) -> FastAPI:
+    """`port_of` gives the bound port once the server listens (the worker heartbeats its URL)."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await worker.start(port_of())
+        yield
+        await worker.close()
+
+    app = FastAPI(title="ROCK worker", lifespan=lifespan if manage_lifespan else None)
+    install_error_handlers(app)
+    app.add_exception_handler(RockletError, lambda _r, exc: error_response(as_rock_error(exc)))  # type: ignore[arg-type]
+
+    def check_key(authorization: Annotated[str | None, Header()] = None) -> None:
+        if worker.config.host in LOCAL_HOSTS and not worker.config.api_key:
+            return
+        if authorization != f"Bearer {worker.config.api_key}":
+            raise Unauthorized(
+                "this worker needs the API key it registered with: 'Authorization: Bearer KEY'"
+            )
+
+    def json_of(model: Any) -> Response:
+        return Response(
+            model.model_dump_json() if hasattr(model, "model_dump_json") else model,
+            media_type="application/json",
+        )
+
+    async def call(sandbox_id: str, op: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await worker.call(sandbox_id, op)
+
+    app.router.dependencies.append(Depends(check_key))
+
+    @app.get("/health")
+    async def health() -> dict[str, object]:
+        return {"status": "ok", "id": worker.config.id, "sandboxes": len(worker._clients)}
+
+    @app.post("/v1/sandboxes", status_code=201)
+    async def create(body: CreateOnWorker) -> dict[str, str]:
+        return await worker.create(body.id, body.spec, body.owner)
+
+    @app.get("/v1/sandboxes")
+    async def list_sandboxes() -> list[WorkerSandbox]:
+        from rock.worker.containers import list_sandboxes as listing
+
+        return await worker._blocking(listing, worker.docker, worker.config.id, set(worker._oom))
+
+    @app.delete("/v1/sandboxes/{sandbox_id}", status_code=204)
+    async def delete(sandbox_id: str) -> None:
+        await worker.remove(sandbox_id)
+
+    @app.post("/v1/sandboxes/{sandbox_id}/run")
+    async def run(sandbox_id: str, body: RunRequest) -> Response:
+        return json_of(
+            await call(sandbox_id, lambda c: c.run(body.cmd, session=body.session, timeout=body.timeout))
+        )
+
+    @app.post("/v1/sandboxes/{sandbox_id}/exec")
+    async def exec_(sandbox_id: str, body: ExecRequest) -> Response:
+        return json_of(
+            await call(
+                sandbox_id, lambda c: c.exec(body.cmd, timeout=body.timeout, cwd=body.cwd, env=body.env)
+            )
+        )
+
+    @app.post("/v1/sandboxes/{sandbox_id}/sessions", status_code=201)
+    async def create_session(sandbox_id: str, body: SessionRequest) -> dict[str, str]:
+        await call(sandbox_id, lambda c: c.create_session(body.name, env=body.env, cwd=body.cwd))
+        return {"name": body.name}
+
+    @app.delete("/v1/sandboxes/{sandbox_id}/sessions/{name}")
+    async def close_session(sandbox_id: str, name: str) -> dict[str, str]:
+        await call(sandbox_id, lambda c: c.close_session(name))
+        return {"name": name}
+
+    @app.get("/v1/sandboxes/{sandbox_id}/files")
+    async def read_file(sandbox_id: str, path: str) -> Response:
+        data = await call(sandbox_id, lambda c: c.read_file(path))
+        return Response(data, media_type="application/octet-stream")
+
+    @app.put("/v1/sandboxes/{sandbox_id}/files")
+    async def write_file(
+        sandbox_id: str, path: str, request: Request, mode: Annotated[int | None, Query()] = None
+    ) -> dict[str, str]:
+        data = await request.body()
+        await call(sandbox_id, lambda c: c.write_file(path, data, mode=mode))
+        return {"path": path}
+
+    @app.post("/v1/sandboxes/{sandbox_id}/upload")
+    async def upload(sandbox_id: str, dest: str, request: Request) -> dict[str, str]:
+        data = await request.body()
+        if not data:
+            raise BadRequest("upload needs a tar archive as the request body")
+        await call(sandbox_id, lambda c: c.upload(data, dest))
+        return {"dest": dest}
+
+    @app.get("/v1/sandboxes/{sandbox_id}/download")
+    async def download(sandbox_id: str, path: str) -> Response:
+        data = await call(sandbox_id, lambda c: c.download(path))
+        return Response(data, media_type="application/x-tar")
+
+    @app.post("/v1/sandboxes/{sandbox_id}/forward")
+    async def forward(sandbox_id: str, body: ForwardRequest) -> Response:
+        return json_of(
+            await call(sandbox_id, lambda c: c.start_forwarder(body.port, target_socket=body.target_socket))
+        )
+
+    return app

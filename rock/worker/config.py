@@ -1,0 +1,66 @@
+"""A worker's settings (`rock worker serve`, or the local worker inside `rock admin serve`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rock.sdk.types import parse_memory
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("ROCK_HOME", Path.home() / ".rock"))
+
+
+def _total_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class WorkerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = ""
+    """Stable name: a restarted worker with the same id adopts the containers it labelled before. Default:
+    the host name plus a hash of STATE_DIR, so two fleets on one host never touch each other's containers."""
+    admin_url: str = "http://127.0.0.1:8080"
+    host: str = "127.0.0.1"
+    port: int = 0
+    """0 picks a free port."""
+    advertise_url: str | None = None
+    """The URL the admin calls this worker on; defaults to http://HOST:PORT."""
+    api_key: str | None = None
+    """Sent to the admin, and required from callers when the worker binds a non-loopback address."""
+    cpus: float = Field(default_factory=lambda: float((os.cpu_count() or 1) * 8), gt=0)
+    """CPUs to hand out. Sandbox CPU limits are caps, not reservations, so the default overcommits 8x."""
+    memory: str = Field(default_factory=lambda: f"{_total_memory() * 2 // 1024**2}m")
+    """Memory to hand out (caps too: the default overcommits 2x the host's RAM)."""
+    slots: int = Field(64, gt=0)
+    state_dir: Path = Field(default_factory=default_state_dir)
+    """Per-sandbox socket folders live under STATE_DIR/run (keep it short: unix socket paths ≤ 107 bytes)."""
+    heartbeat_interval: float = Field(2.0, gt=0)
+    uid: str = "1000:1000"
+    """user:group the sandbox's processes run as."""
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_is_a_size(cls, value: str) -> str:
+        parse_memory(value)
+        return value
+
+    @model_validator(mode="after")
+    def _default_id(self) -> WorkerConfig:
+        if not self.id:
+            digest = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
+            self.id = f"{socket.gethostname()}-{digest}"
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / "run"
+
+    def url(self, port: int) -> str:
+        return self.advertise_url or f"http://{self.host}:{port}"

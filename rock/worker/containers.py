@@ -1,0 +1,159 @@
+"""Docker calls of a worker (blocking: the worker runs them in its thread pool).
+
+Every container carries labels `rock.worker` and `rock.sandbox`, so a restarted worker finds its own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+
+import docker
+from rock.sdk.types import SandboxSpec, WorkerSandbox
+
+LABEL_WORKER = "rock.worker"
+LABEL_SANDBOX = "rock.sandbox"
+LABEL_OWNER = "rock.owner"
+HOME = "/home/rock"
+
+
+def connect(pool_size: int) -> docker.DockerClient:
+    try:
+        client = docker.from_env(max_pool_size=pool_size, timeout=120)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise RuntimeError(
+            f"the worker cannot reach Docker ({exc}); start dockerd (./scripts/setup.sh does) and retry"
+        ) from exc
+    return client
+
+
+def container_name(sandbox_id: str) -> str:
+    return f"rock-{sandbox_id}"
+
+
+def make_host_dir(path: Path, uid: str) -> None:
+    """The per-sandbox socket folder, writable by the sandbox's unprivileged user."""
+    path.mkdir(parents=True, exist_ok=True)
+    user, _, group = uid.partition(":")
+    if os.geteuid() == 0:
+        os.chown(path, int(user), int(group or user))
+    else:
+        path.chmod(0o777)
+
+
+def start_container(
+    client: docker.DockerClient,
+    *,
+    sandbox_id: str,
+    worker_id: str,
+    owner: str,
+    image: str,
+    spec: SandboxSpec,
+    runtime_dir: Path,
+    host_dir: Path,
+    uid: str,
+    command: list[str],
+    env: dict[str, str],
+) -> str:
+    """Create and start the sandbox's container; returns its id. Never pulls: images are local."""
+    user, _, group = uid.partition(":")
+    container = client.containers.create(
+        image,
+        command=command,
+        name=container_name(sandbox_id),
+        detach=True,
+        user=uid,
+        # A shell running as an unprivileged user needs no capability, so none is kept.
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        network_mode=spec.network,
+        mem_limit=spec.memory_bytes,
+        memswap_limit=spec.memory_bytes,
+        nano_cpus=int(spec.cpus * 1e9),
+        pids_limit=spec.pids,
+        labels={LABEL_WORKER: worker_id, LABEL_SANDBOX: sandbox_id, LABEL_OWNER: owner},
+        environment={"HOME": HOME, **env, **spec.env},
+        volumes={
+            str(runtime_dir): {"bind": "/opt/rock", "mode": "ro"},
+            str(host_dir): {"bind": "/run/rock", "mode": "rw"},
+        },
+        tmpfs={HOME: f"uid={user},gid={group or user},mode=0755", "/tmp": "mode=1777"},
+        working_dir=HOME,
+    )
+    try:
+        container.start()
+    except docker.errors.APIError:
+        container.remove(force=True)
+        raise
+    return container.id
+
+
+def remove_container(client: docker.DockerClient, sandbox_id: str, host_dir: Path) -> bool:
+    """Remove the container and its socket folder; False if there was no container."""
+    try:
+        client.api.remove_container(container_name(sandbox_id), force=True)
+        found = True
+    except docker.errors.NotFound:
+        found = False
+    shutil.rmtree(host_dir, ignore_errors=True)
+    return found
+
+
+def inspect_state(client: docker.DockerClient, sandbox_id: str) -> dict[str, Any] | None:
+    try:
+        return client.api.inspect_container(container_name(sandbox_id))["State"]
+    except docker.errors.NotFound:
+        return None
+
+
+def logs_tail(client: docker.DockerClient, sandbox_id: str, lines: int = 30) -> str:
+    try:
+        raw = client.api.logs(container_name(sandbox_id), tail=lines)
+    except docker.errors.NotFound:
+        return ""
+    return raw.decode(errors="replace").strip()
+
+
+def describe_stop(state: dict[str, Any], memory: str | None = None) -> tuple[str, str]:
+    """(status, detail) of a container that is not plainly running: `oom_killed` or `exited`."""
+    if state.get("OOMKilled"):
+        limit = f" of {memory}" if memory else ""
+        return (
+            "oom_killed",
+            f"the sandbox ran out of its memory{limit} and was OOM-killed; give it more memory",
+        )
+    return (
+        "exited",
+        f"the sandbox's container exited with code {state.get('ExitCode')}: {state.get('Error') or ''}",
+    )
+
+
+def list_sandboxes(client: docker.DockerClient, worker_id: str, oom: set[str]) -> list[WorkerSandbox]:
+    """This worker's containers as (id, status); one list call, plus an inspect only for stopped ones."""
+    out = []
+    for c in client.api.containers(all=True, filters={"label": f"{LABEL_WORKER}={worker_id}"}):
+        sandbox_id = c["Labels"][LABEL_SANDBOX]
+        if c["State"] == "running" and sandbox_id not in oom:
+            out.append(WorkerSandbox(id=sandbox_id, status="running"))
+            continue
+        state = inspect_state(client, sandbox_id) or {}
+        if sandbox_id in oom:
+            state["OOMKilled"] = True
+        if state.get("Status") == "created":
+            continue  # still starting: its create call reports on it
+        status, detail = describe_stop(state)
+        out.append(WorkerSandbox(id=sandbox_id, status=status, detail=detail))  # type: ignore[arg-type]
+    return out
+
+
+def labelled(client: docker.DockerClient, worker_id: str) -> list[tuple[str, str]]:
+    """(sandbox id, docker state) of every container this worker labelled, running or not."""
+    return [
+        (c["Labels"][LABEL_SANDBOX], c["State"])
+        for c in client.api.containers(all=True, filters={"label": f"{LABEL_WORKER}={worker_id}"})
+    ]

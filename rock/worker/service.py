@@ -1,0 +1,294 @@
+"""A worker: runs sandboxes as Docker containers and talks to each one's rocklet over its unix socket.
+
+It registers with the admin through its heartbeats (capacity and the containers it has), removes the
+containers the admin no longer wants, and on start adopts or removes the containers it labelled before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import shutil
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import docker.errors
+import httpx
+
+import docker
+from rock.rocklet.client import RockletClient
+from rock.rocklet.errors import RockletError, RockletUnavailable
+from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
+from rock.sdk.types import FailureReason, Heartbeat, HeartbeatReply, SandboxSpec, WorkerCapacity, parse_memory
+from rock.worker import containers
+from rock.worker.config import WorkerConfig
+
+log = logging.getLogger("rock.worker")
+T = TypeVar("T")
+
+
+class WorkerService:
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.url = config.url(config.port)
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="rock-docker")
+        self._clients: dict[str, RockletClient] = {}
+        self._specs: dict[str, SandboxSpec] = {}
+        self._starting: set[str] = set()
+        self._oom: set[str] = set()
+        self._docker: docker.DockerClient | None = None
+        self._events: Any = None
+        self._heartbeats: asyncio.Task[None] | None = None
+        self._http = httpx.AsyncClient(timeout=10.0)
+        self.runtime_dir = config.state_dir
+
+    @property
+    def docker(self) -> docker.DockerClient:
+        assert self._docker is not None, "WorkerService.start() first"
+        return self._docker
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    def capacity(self) -> WorkerCapacity:
+        return WorkerCapacity(
+            cpus=self.config.cpus, memory=parse_memory(self.config.memory), slots=self.config.slots
+        )
+
+    # start / stop -----------------------------------------------------------------------------------
+    async def start(self, port: int) -> None:
+        from rock.runtime import ensure_runtime
+
+        self.url = self.config.url(port)
+        self._docker = await self._blocking(containers.connect, 64)
+        self.runtime_dir = await self._blocking(ensure_runtime)
+        self.config.run_dir.mkdir(parents=True, exist_ok=True)
+        await self.reconcile()
+        threading.Thread(target=self._watch_oom, name="rock-oom-events", daemon=True).start()
+        self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+
+    async def close(self) -> None:
+        """Stop heartbeating; containers stay, to be adopted when a worker with this id starts again."""
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeats
+        if self._events is not None:
+            self._events.close()
+        for client in self._clients.values():
+            await client.aclose()
+        await self._http.aclose()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def reconcile(self) -> None:
+        """Adopt this worker's running containers whose rocklet answers; remove the others' leftovers.
+
+        Stopped containers stay until the next heartbeat reports them (so an OOM-kill is not lost), and the
+        admin's reply has them removed.
+        """
+        found = await self._blocking(containers.labelled, self.docker, self.config.id)
+        for sandbox_id, state in found:
+            socket = self.config.run_dir / sandbox_id / "rocklet.sock"
+            if state != "running":
+                continue
+            client = RockletClient(socket)
+            try:
+                await client.wait_ready(timeout=5.0)
+            except RockletError as exc:
+                log.warning("removing sandbox %s: its rocklet does not answer (%s)", sandbox_id, exc)
+                await client.aclose()
+                await self._remove(sandbox_id)
+                continue
+            log.info("adopted sandbox %s", sandbox_id)
+            self._clients[sandbox_id] = client
+        known = {sandbox_id for sandbox_id, _ in found}
+        for leftover in self.config.run_dir.iterdir():
+            if leftover.name not in known:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+    # sandboxes --------------------------------------------------------------------------------------
+    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> dict[str, str]:
+        from rock.runtime import rocklet_container_command, rocklet_container_env
+
+        if sandbox_id in self._clients or sandbox_id in self._starting:
+            raise BadRequest(f"sandbox {sandbox_id} already exists on worker {self.config.id}")
+        self._starting.add(sandbox_id)
+        host_dir = self.config.run_dir / sandbox_id
+        try:
+            image = await self._image(spec)
+            await self._blocking(containers.make_host_dir, host_dir, self.config.uid)
+            try:
+                await self._blocking(
+                    containers.start_container,
+                    self.docker,
+                    sandbox_id=sandbox_id,
+                    worker_id=self.config.id,
+                    owner=owner,
+                    image=image,
+                    spec=spec,
+                    runtime_dir=self.runtime_dir,
+                    host_dir=host_dir,
+                    uid=self.config.uid,
+                    command=rocklet_container_command(),
+                    env=rocklet_container_env(),
+                )
+            except docker.errors.APIError as exc:
+                await self._remove(sandbox_id)
+                raise SandboxFailed(
+                    f"docker could not start the sandbox: {exc.explanation or exc}", FailureReason.START_ERROR
+                ) from exc
+            client = RockletClient(host_dir / "rocklet.sock")
+            try:
+                await client.wait_ready(timeout=spec.start_timeout)
+            except RockletError as exc:
+                await client.aclose()
+                failure = await self._diagnose(sandbox_id, spec)
+                await self._remove(sandbox_id)
+                if failure is not None:
+                    raise failure from exc
+                raise SandboxFailed(
+                    f"the sandbox's rocklet did not answer within {spec.start_timeout:g} s; "
+                    "raise start_timeout "
+                    "or check that the image runs (`rock image ls`)",
+                    FailureReason.START_TIMEOUT,
+                ) from exc
+            self._clients[sandbox_id] = client
+            self._specs[sandbox_id] = spec
+            return {"host_dir": str(host_dir)}
+        finally:
+            self._starting.discard(sandbox_id)
+
+    async def _image(self, spec: SandboxSpec) -> str:
+        from rock.images import ImageBuildError, build_image, resolve_image
+
+        if spec.build_context is not None:
+            try:
+                return await self._blocking(build_image, spec.build_context)
+            except ImageBuildError as exc:
+                raise SandboxFailed(
+                    f"building {spec.build_context} failed: {exc}", FailureReason.IMAGE_ERROR
+                ) from exc
+        image = resolve_image(spec.image)
+        try:
+            await self._blocking(self.docker.images.get, image)
+        except docker.errors.ImageNotFound:
+            shown = image if image == spec.image else f"{image} (the alias of {spec.image})"
+            raise SandboxFailed(
+                f"image {shown} is not on this worker and no registry is reachable; build it with "
+                "`rock image build DIR`, create the base images with `rock image bootstrap`, or pick one "
+                "from `rock image ls`",
+                FailureReason.IMAGE_ERROR,
+            ) from None
+        return image
+
+    async def remove(self, sandbox_id: str) -> None:
+        had_client = sandbox_id in self._clients
+        if not await self._remove(sandbox_id) and not had_client:
+            raise SandboxNotFound(f"worker {self.config.id} has no sandbox {sandbox_id}")
+
+    async def _remove(self, sandbox_id: str) -> bool:
+        client = self._clients.pop(sandbox_id, None)
+        self._specs.pop(sandbox_id, None)
+        self._oom.discard(sandbox_id)
+        if client is not None:
+            await client.aclose()
+        return await self._blocking(
+            containers.remove_container, self.docker, sandbox_id, self.config.run_dir / sandbox_id
+        )
+
+    def client(self, sandbox_id: str) -> RockletClient:
+        client = self._clients.get(sandbox_id)
+        if client is None:
+            raise SandboxNotFound(f"worker {self.config.id} has no sandbox {sandbox_id}")
+        return client
+
+    async def _diagnose(self, sandbox_id: str, spec: SandboxSpec | None) -> SandboxFailed | None:
+        """Why a sandbox stopped answering: OOM-killed or exited (with its log), or None if it still runs."""
+        state = await self._blocking(containers.inspect_state, self.docker, sandbox_id)
+        if state is None:
+            return SandboxFailed(f"the container of sandbox {sandbox_id} is gone", FailureReason.WORKER_LOST)
+        if sandbox_id in self._oom:
+            state["OOMKilled"] = True
+        if state.get("Running") and not state.get("OOMKilled"):
+            return None
+        status, detail = containers.describe_stop(state, spec.memory if spec else None)
+        if status == "oom_killed":
+            return SandboxFailed(detail, FailureReason.OOM_KILLED)
+        tail = await self._blocking(containers.logs_tail, self.docker, sandbox_id)
+        return SandboxFailed(f"{detail}; last output:\n{tail}" if tail else detail, FailureReason.EXITED)
+
+    async def call(self, sandbox_id: str, op: Callable[[RockletClient], Any]) -> Any:
+        """Run one rocklet call; if the rocklet is gone, say why (OOM-killed, exited) as SandboxFailed."""
+        client = self.client(sandbox_id)
+        try:
+            result = await op(client)
+        except RockletUnavailable as exc:
+            failure = await self._diagnose(sandbox_id, self._specs.get(sandbox_id))
+            if failure is not None:
+                raise failure from exc
+            raise
+        if getattr(result, "exit_code", None) == 137:  # SIGKILL: the memory limit's OOM killer, or a kill -9
+            failure = await self._diagnose(sandbox_id, self._specs.get(sandbox_id))
+            if failure is not None and failure.reason is FailureReason.OOM_KILLED:
+                raise failure
+        return result
+
+    # heartbeats -------------------------------------------------------------------------------------
+    def _watch_oom(self) -> None:
+        """Docker's `oom` events, so an OOM-kill inside a still-running container is noticed too."""
+        try:
+            self._events = self.docker.events(
+                decode=True, filters={"event": "oom", "label": f"{containers.LABEL_WORKER}={self.config.id}"}
+            )
+            for event in self._events:
+                sandbox_id = event.get("Actor", {}).get("Attributes", {}).get(containers.LABEL_SANDBOX)
+                if sandbox_id:
+                    log.warning("sandbox %s was OOM-killed", sandbox_id)
+                    self._oom.add(sandbox_id)
+        except Exception as exc:  # the stream ends when the worker closes it
+            log.debug("oom event stream ended: %r", exc)
+
+    async def heartbeat(self) -> HeartbeatReply:
+        listed_at = datetime.now(UTC)
+        sandboxes = await self._blocking(
+            containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
+        )
+        beat = Heartbeat(
+            worker_id=self.config.id,
+            listed_at=listed_at,
+            url=self.url,
+            capacity=self.capacity(),
+            sandboxes=sandboxes,
+        )
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        response = await self._http.post(
+            f"{self.config.admin_url}/v1/workers/heartbeat", content=beat.model_dump_json(), headers=headers
+        )
+        response.raise_for_status()
+        reply = HeartbeatReply.model_validate_json(response.content)
+        for sandbox_id in reply.remove:
+            if sandbox_id not in self._starting:
+                log.info("removing sandbox %s: the admin no longer wants it", sandbox_id)
+                await self._remove(sandbox_id)
+        return reply
+
+    async def _heartbeat_loop(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self.heartbeat()
+                failures = 0
+            except Exception as exc:
+                failures += 1
+                if failures in (1, 10) or failures % 100 == 0:
+                    log.warning(
+                        "heartbeat to %s failed (%d in a row): %r", self.config.admin_url, failures, exc
+                    )
+            # Right after start the admin may still be coming up: retry fast for the first few seconds.
+            await asyncio.sleep(0.25 if 0 < failures < 20 else self.config.heartbeat_interval)
