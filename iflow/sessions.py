@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from iflow.todos import iflow_home
+from iflow.settings import iflow_home
 from iflow.types import Message
 
 

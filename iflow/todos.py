@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
+from iflow.settings import iflow_home
 from iflow.types import TodoItem
 
 STATUS_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-
-
-def iflow_home() -> Path:
-    """``$IFLOW_HOME`` when set (tests, several profiles), else ``~/.iflow``."""
-    return Path(os.environ.get("IFLOW_HOME") or Path.home() / ".iflow")
 
 
 def project_key(project: str) -> str:

@@ -12,7 +12,7 @@ from iflow.tools.base import ToolKind
 
 class ApprovalMode(StrEnum):
     DEFAULT = "default"  # asks before shell commands and file changes
-    AUTO_EDIT = "auto_edit"  # file changes run on their own; shell commands still ask
+    AUTO_EDIT = "auto-edit"  # file changes run on their own; shell commands still ask
     YOLO = "yolo"  # everything runs on its own
     PLAN = "plan"  # read-only: shell and file changes are refused
 
@@ -56,7 +56,7 @@ def deny_all(request: ApprovalRequest) -> Decision:
 
 NON_INTERACTIVE_DENIAL = (
     "the user did not approve this call: this run is non-interactive, so calls that need approval are "
-    "refused (rerun with --yolo, or --approval-mode auto_edit for file edits only)"
+    "refused (rerun with --yolo, or --approval-mode auto-edit for file edits only)"
 )
 INTERACTIVE_DENIAL = "the user declined this call; ask what they want instead or try another way"
 PLAN_REFUSAL = (

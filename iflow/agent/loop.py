@@ -77,10 +77,7 @@ class Agent:
             self._append({"role": "system", "content": self.system_prompt})
             self._hook_event("SessionStart", {})
             self._environment = snapshot_environment(self.runtime.executor, list(self.tools))
-        blocked = self._hook_event("UserPromptSubmit", {"prompt": prompt})
-        if blocked:
-            self.runtime.events.on_notice(f"prompt blocked by a UserPromptSubmit hook: {blocked}")
-            return self._finish(TerminationReason.BLOCKED_BY_HOOK, rounds, started, "", blocked)
+        self._hook_event("UserPromptSubmit", {"prompt": prompt})
         self._append({"role": "user", "content": prompt})
         try:
             while True:
@@ -118,6 +115,12 @@ class Agent:
         report = self._summarize(request)
         self.session_usage.add(self._run_usage)
         return report
+
+    def set_system_prompt(self, prompt: str) -> None:
+        """A new system prompt (e.g. reloaded memory), also for the history already there."""
+        self.system_prompt = prompt
+        if self.messages and self.messages[0]["role"] == "system":
+            self._sync_history([{"role": "system", "content": prompt}, *self.messages[1:]])
 
     def close(self) -> None:
         if self.messages and not self.is_subagent:
@@ -325,10 +328,9 @@ class Agent:
                         )
                 return
 
-    def _hook_event(self, event: str, payload: dict[str, Any]) -> str | None:
-        if self.runtime.hooks is None or self.is_subagent:
-            return None
-        return self.runtime.hooks.on_event(event, payload)
+    def _hook_event(self, event: str, payload: dict[str, Any]) -> None:
+        if self.runtime.hooks is not None and not self.is_subagent:
+            self.runtime.hooks.on_event(event, payload)
 
     def _finish(
         self, reason: TerminationReason, rounds: int, started: float, text: str, error: str | None = None

@@ -33,8 +33,19 @@ found or did: file paths, line numbers and facts the main agent needs. That repo
 """
 
 
-def main_system_prompt(mode: ApprovalMode, memory: str) -> str:
+GENERAL_PURPOSE = SubagentSpec(
+    name="general-purpose",
+    description="Investigates or carries out one self-contained task with all tools but task",
+    system_prompt=GENERAL_SUBAGENT_PROMPT,
+)
+
+
+def main_system_prompt(mode: ApprovalMode, memory: str, subagents: list[SubagentSpec] | None = None) -> str:
     parts = [MAIN_PROMPT]
+    custom = [spec for spec in subagents or [] if spec.name != GENERAL_PURPOSE.name]
+    if custom:
+        lines = "\n".join(f"- {spec.name}: {spec.description}" for spec in custom)
+        parts.append(f"\nSub-agents for the task tool (subagent_type), besides general-purpose:\n{lines}")
     if mode is ApprovalMode.PLAN:
         parts.append(PLAN_MODE_PROMPT)
     if memory.strip():
@@ -42,10 +53,3 @@ def main_system_prompt(mode: ApprovalMode, memory: str) -> str:
             "\n# Memory (IFLOW.md / AGENTS.md: instructions and facts from the user)\n" + memory.strip()
         )
     return "\n".join(parts)
-
-
-GENERAL_PURPOSE = SubagentSpec(
-    name="general-purpose",
-    description="Investigates or carries out one self-contained task with all tools but task",
-    system_prompt=GENERAL_SUBAGENT_PROMPT,
-)

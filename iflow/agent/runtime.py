@@ -24,7 +24,6 @@ class TerminationReason(StrEnum):
     MAX_TIME = "max_time"
     INTERRUPTED = "interrupted"  # Ctrl-C
     LLM_ERROR = "llm_error"  # the model endpoint failed after retries
-    BLOCKED_BY_HOOK = "blocked_by_hook"  # a UserPromptSubmit hook refused the prompt
 
 
 class AgentConfig(BaseModel):
@@ -104,8 +103,8 @@ class AgentHooks(Protocol):
 
     def post_tool_use(self, tool: str, arguments: dict[str, Any], output: str, ok: bool) -> None: ...
 
-    def on_event(self, event: str, payload: dict[str, Any]) -> str | None:
-        """SessionStart, SessionEnd, UserPromptSubmit, Stop; a message blocks a UserPromptSubmit."""
+    def on_event(self, event: str, payload: dict[str, Any]) -> None:
+        """SessionStart, SessionEnd, UserPromptSubmit, Stop: never block."""
         ...
 
 

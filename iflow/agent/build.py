@@ -1,0 +1,186 @@
+"""Wire an agent from settings and command-line options: model, executor, memory, hooks, sub-agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from iflow import memory, workflows
+from iflow.agent.approval import ApprovalMode, Approver, deny_all
+from iflow.agent.loop import Agent
+from iflow.agent.prompts import GENERAL_PURPOSE, main_system_prompt
+from iflow.agent.runtime import AgentConfig, AgentEvents, AgentRuntime, SubagentSpec
+from iflow.executors.base import Executor
+from iflow.hooks import HookEvent, run_hooks
+from iflow.llm import LLMClient, LLMConfig
+from iflow.sessions import Session
+from iflow.settings import Settings, load_settings, project_root
+from iflow.todos import TodoStore
+from iflow.tools import all_tools
+
+
+class ConfigurationError(Exception):
+    """The model or executor cannot be set up from the settings and flags given."""
+
+
+@dataclass
+class AgentOptions:
+    """What the command line may override; None means "from settings"."""
+
+    cwd: Path
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    approval_mode: ApprovalMode | None = None
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    max_time_s: float | None = None
+    tool_format: Literal["native", "text"] = "native"
+    sandbox_image: str | None = None  # set: tools run in a ROCK sandbox from this image
+    sandbox_workdir: str = "/workspace"
+
+
+def llm_config(settings: Settings, options: AgentOptions) -> LLMConfig:
+    base_url = options.base_url or settings.base_url
+    model = options.model or settings.model_name
+    if not base_url:
+        raise ConfigurationError(
+            "no model endpoint is configured: pass --base-url http://HOST:PORT/v1, or set baseUrl in "
+            "~/.iflow/settings.json (or the IFLOW_baseUrl environment variable)"
+        )
+    if not model:
+        raise ConfigurationError(
+            "no model name is configured: pass --model NAME, or set modelName in ~/.iflow/settings.json "
+            "(or the IFLOW_modelName environment variable)"
+        )
+    return LLMConfig(
+        base_url=base_url,
+        api_key=options.api_key or settings.api_key,
+        model=model,
+        tool_format=options.tool_format,
+    )
+
+
+class SettingsHooks:
+    """The hooks of ``settings.json`` (see ``iflow.hooks``) as the agent calls them."""
+
+    def __init__(self, settings: Settings, cwd: Path, events: AgentEvents) -> None:
+        self.hooks = settings.hooks
+        self.cwd = cwd
+        self.events = events
+
+    def pre_tool_use(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        outcome = run_hooks(
+            self.hooks, "PreToolUse", {"tool_name": tool, "tool_input": arguments}, self.cwd, tool
+        )
+        return outcome.message if outcome.blocked else None
+
+    def post_tool_use(self, tool: str, arguments: dict[str, Any], output: str, ok: bool) -> None:
+        payload = {"tool_name": tool, "tool_input": arguments, "tool_response": {"output": output, "ok": ok}}
+        self._report(run_hooks(self.hooks, "PostToolUse", payload, self.cwd, tool).message)
+
+    def on_event(self, event: str, payload: dict[str, Any]) -> None:
+        hook_event: HookEvent = event  # type: ignore[assignment]
+        self._report(run_hooks(self.hooks, hook_event, payload, self.cwd).message)
+
+    def _report(self, message: str) -> None:
+        if message:
+            self.events.on_notice(message)
+
+
+def make_executor(options: AgentOptions) -> Executor:
+    if options.sandbox_image is None:
+        from iflow.executors.local import LocalExecutor
+
+        return LocalExecutor(options.cwd)
+    from iflow.executors.rock import RockExecutor
+
+    return RockExecutor.start(options.sandbox_image, workdir=options.sandbox_workdir)
+
+
+@dataclass
+class AgentParts:
+    """What a front end holds on to besides the agent: to rebuild it (/clear, /resume) and to close it."""
+
+    settings: Settings
+    options: AgentOptions
+    llm: LLMClient
+    executor: Executor
+    todos: TodoStore
+    config: AgentConfig
+
+    def close(self) -> None:
+        self.executor.close()
+        self.llm.close()
+
+
+def build_parts(options: AgentOptions) -> AgentParts:
+    settings = load_settings(options.cwd)
+    workflows.load_agents(options.cwd)  # a broken agent file is reported now, not at the first task call
+    llm = LLMClient(llm_config(settings, options))
+    mode = options.approval_mode or ApprovalMode(settings.approval_mode)
+    limits = {
+        key: value
+        for key, value in {
+            "max_turns": options.max_turns,
+            "max_tokens": options.max_tokens,
+            "max_time_s": options.max_time_s,
+        }.items()
+        if value is not None
+    }
+    config = AgentConfig(approval_mode=mode, context=settings.context, **limits)
+    executor = make_executor(options)
+    todos = TodoStore(str(project_root(options.cwd)) if options.sandbox_image is None else executor.workdir)
+    return AgentParts(settings, options, llm, executor, todos, config)
+
+
+def load_memory(cwd: Path) -> str:
+    """IFLOW.md / AGENTS.md memory for the system prompt (see ``iflow.memory``)."""
+    return memory.load_memory(cwd).text()
+
+
+def save_memory(fact: str) -> str:
+    return str(memory.save_memory(fact))
+
+
+def subagent_specs(cwd: Path) -> dict[str, SubagentSpec]:
+    """The built-in general-purpose sub-agent plus those defined in ``.iflow/agents/*.md``."""
+    specs = {GENERAL_PURPOSE.name: GENERAL_PURPOSE}
+    for name, definition in workflows.load_agents(cwd).items():
+        specs[name] = SubagentSpec(
+            name=name,
+            description=definition.description,
+            system_prompt=definition.system_prompt or GENERAL_PURPOSE.system_prompt,
+            tools=definition.tools,
+            max_turns=definition.max_turns,
+        )
+    return specs
+
+
+def system_prompt(cwd: Path, mode: ApprovalMode) -> str:
+    """The main agent's system prompt: instructions, memory files, the sub-agents it may start."""
+    return main_system_prompt(mode, load_memory(cwd), list(subagent_specs(cwd).values()))
+
+
+def build_agent(
+    parts: AgentParts,
+    approver: Approver = deny_all,
+    events: AgentEvents | None = None,
+    session: Session | None = None,
+) -> Agent:
+    events = events or AgentEvents()
+    cwd = parts.options.cwd
+    runtime = AgentRuntime(
+        llm=parts.llm,
+        executor=parts.executor,
+        todos=parts.todos,
+        save_memory=save_memory,
+        approver=approver,
+        events=events,
+        hooks=SettingsHooks(parts.settings, cwd, events) if parts.settings.hooks else None,
+        subagents=subagent_specs(cwd),
+    )
+    prompt = system_prompt(cwd, parts.config.approval_mode)
+    history = session.messages if session is not None else None
+    return Agent(runtime, all_tools(), prompt, parts.config, session=session, history=history)

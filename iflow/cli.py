@@ -1,0 +1,165 @@
+"""`iflow`: the interactive terminal agent, or one task with -p."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="iFlow: a terminal agent for software work. Without -p it opens an interactive session.",
+)
+
+
+@app.command()
+def run(
+    prompt: Annotated[
+        str | None, typer.Option("--prompt", "-p", help="Run this task non-interactively and exit.")
+    ] = None,
+    yolo: Annotated[bool, typer.Option("--yolo", "-y", help="Run every tool call without asking.")] = False,
+    approval_mode: Annotated[
+        str | None,
+        typer.Option(help="default (ask before shell and writes), auto-edit, yolo, plan (read-only)."),
+    ] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Most model calls per prompt.", min=1)] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Most tokens (prompt + completion) per prompt.")
+    ] = None,
+    max_time: Annotated[float | None, typer.Option(help="Most wall-clock seconds per prompt.")] = None,
+    output_file: Annotated[
+        Path | None,
+        typer.Option(help="With -p: write JSON (session id, rounds, token usage, time, termination reason)."),
+    ] = None,
+    continue_: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the latest session of this directory.")
+    ] = False,
+    resume: Annotated[
+        str | None, typer.Option("--resume", "-r", help="Resume the session with this id.")
+    ] = None,
+    list_sessions: Annotated[
+        bool, typer.Option("--list-sessions", help="List this directory's sessions.")
+    ] = False,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint (overrides baseUrl).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model name (overrides modelName).")
+    ] = None,
+    api_key: Annotated[str | None, typer.Option(help="API key (overrides apiKey).")] = None,
+    text_tools: Annotated[
+        bool, typer.Option(help="For models without native tool calls: use <tool_call> blocks in text.")
+    ] = False,
+    sandbox: Annotated[
+        str | None, typer.Option(help="Run every tool in a ROCK sandbox started from this image.")
+    ] = None,
+    sandbox_workdir: Annotated[
+        str, typer.Option(help="Working directory inside the sandbox.")
+    ] = "/workspace",
+) -> None:
+    from rich.console import Console
+
+    from iflow.agent import ApprovalMode
+    from iflow.agent.build import AgentOptions, ConfigurationError, build_parts
+    from iflow.executors.base import ExecutorError
+    from iflow.sessions import SessionError, SessionStore
+    from iflow.settings import SettingsError
+
+    errors = Console(stderr=True)
+    cwd = Path.cwd().resolve()
+    store = SessionStore()
+    if list_sessions:
+        for info in store.list(str(cwd)):
+            print(f"{info.id}  {info.created[:19]}  {info.first_prompt}")
+        return
+    mode = _approval_mode(yolo, approval_mode, errors)
+    options = AgentOptions(
+        cwd=cwd,
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        approval_mode=ApprovalMode(mode) if mode else None,
+        max_turns=max_turns,
+        max_tokens=max_tokens,
+        max_time_s=max_time,
+        tool_format="text" if text_tools else "native",
+        sandbox_image=sandbox,
+        sandbox_workdir=sandbox_workdir,
+    )
+    if prompt is None and not sys.stdin.isatty():
+        prompt = sys.stdin.read().strip() or None
+    try:
+        session = None
+        if resume:
+            session = store.load(resume)
+        elif continue_:
+            session = store.latest(str(cwd))
+        parts = build_parts(options)
+    except (ConfigurationError, SettingsError, SessionError, ExecutorError) as error:
+        errors.print(f"[red]iflow:[/] {error}")
+        raise typer.Exit(2) from error
+    try:
+        if prompt is None:
+            from iflow.repl import Repl
+
+            Repl(parts, store, session).loop()
+            return
+        code = _run_once(parts, store, session, prompt, output_file)
+    finally:
+        parts.close()
+    raise typer.Exit(code)
+
+
+def _approval_mode(yolo: bool, approval_mode: str | None, errors: object) -> str | None:
+    from iflow.agent import ApprovalMode
+
+    if yolo:
+        return ApprovalMode.YOLO.value
+    if approval_mode is None:
+        return None
+    allowed = [mode.value for mode in ApprovalMode]
+    if approval_mode not in allowed:
+        print(f"iflow: --approval-mode {approval_mode!r} is not one of {', '.join(allowed)}", file=sys.stderr)
+        raise typer.Exit(2)
+    return approval_mode
+
+
+def _run_once(parts, store, session, prompt: str, output_file: Path | None) -> int:  # type: ignore[no-untyped-def]
+    from iflow.agent import ApprovalMode, TerminationReason
+    from iflow.agent.build import build_agent
+    from iflow.repl import PlainEvents
+
+    if session is None:
+        session = store.create(str(parts.options.cwd), parts.llm.config.model)
+    if parts.config.approval_mode in (ApprovalMode.DEFAULT, ApprovalMode.AUTO_EDIT):
+        print(
+            f"iflow: approval mode {parts.config.approval_mode.value} in a non-interactive run: calls that "
+            "need approval will be refused (use --yolo to allow them)",
+            file=sys.stderr,
+        )
+    agent = build_agent(parts, events=PlainEvents(), session=session)
+    try:
+        result = agent.run(prompt)
+    finally:
+        agent.close()
+    summary = {"session_id": session.id, "session_file": str(session.path), **result.to_dict()}
+    if output_file is not None:
+        output_file.parent.mkdir(parents=True, exist_ok=True)
+        output_file.write_text(json.dumps(summary, indent=2) + "\n")
+    print(
+        f"\n[iflow] {result.termination.value}: {result.rounds} rounds, {result.usage.total_tokens} tokens, "
+        f"{result.elapsed_s:.1f} s, session {session.id}",
+        file=sys.stderr,
+    )
+    if result.error:
+        print(f"iflow: {result.error}", file=sys.stderr)
+    return 0 if result.termination is TerminationReason.COMPLETED else 1
+
+
+def main() -> None:
+    """Console-script entry point (`iflow`)."""
+    app()
