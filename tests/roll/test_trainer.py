@@ -1,0 +1,203 @@
+"""The torch train backend on a tiny random Llama: packed forward, masking, micro-batching, checkpoints."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+from roll.algo.config import IPALossConfig, SFTLossConfig
+from roll.algo.losses import build_loss
+from roll.trainer.config import OptimizerConfig, ScheduleConfig, TorchBackendConfig
+from roll.trainer.forward import packed_logprobs, padded_logprobs
+from roll.trainer.micro_batches import plan_micro_batches
+from roll.trainer.schedule import lr_factor
+from roll.trainer.torch_backend import TorchBackend
+from roll.types import Chunk, Trajectory, pack_trajectories
+
+CPU = torch.device("cpu")
+
+
+def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
+    config._attn_implementation = "sdpa"
+    return LlamaForCausalLM(config)
+
+
+def agentic_trajectories(count: int = 4, seed: int = 1) -> list[Trajectory]:
+    """Multi-chunk trajectories whose chunks extend one another (shared sequences), plus a fork."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def ids(n: int) -> list[int]:
+        return torch.randint(1, 64, (n,), generator=gen).tolist()
+
+    out = []
+    for i in range(count):
+        context = ids(5 + i)
+        chunks = []
+        for k in range(3):
+            output = ids(2 + k)
+            mu = (-torch.rand(len(output), generator=gen) * 4).tolist()
+            chunks.append(
+                Chunk(context_ids=context, output_ids=output, output_logprobs=mu, error=(i + k) % 4 == 0)
+            )
+            context = context + output + ids(3)
+        chunks.append(Chunk(context_ids=ids(4), output_ids=ids(3), output_logprobs=[-1.0, -2.0, -3.0]))
+        out.append(Trajectory(chunks=chunks, reward=1.0 if i % 2 else -0.5, group_id=f"g{i // 2}"))
+    return out
+
+
+def backend(**overrides) -> TorchBackend:
+    config = TorchBackendConfig(
+        optimizer=OptimizerConfig(lr=1e-3), **{"micro_batch_tokens": 4096, **overrides}
+    )
+    return TorchBackend(config, model=tiny_llama())
+
+
+def test_packed_logprobs_equal_per_sequence_and_padded() -> None:
+    model = tiny_llama().eval()
+    batch = pack_trajectories(agentic_trajectories())
+    assert batch.seq_lens.numel() == 8  # every trajectory: one shared sequence of 3 chunks + a fork
+    with torch.no_grad():
+        packed, _ = packed_logprobs(model, batch, CPU)
+        padded, _ = padded_logprobs(model, batch, CPU)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), batch.seq_lens.cumsum(0)]).tolist()
+        for start, end in itertools.pairwise(offsets):
+            ids = batch.input_ids[start:end]
+            logits = model(input_ids=ids[None]).logits[0].float()
+            expected = torch.log_softmax(logits[:-1], -1).gather(-1, ids[1:, None])[:, 0]
+            mask = batch.loss_mask[start + 1 : end]
+            torch.testing.assert_close(packed[start + 1 : end][mask], expected[mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(padded, packed, atol=1e-5, rtol=0)
+    assert (packed[~batch.loss_mask] == 0).all()
+
+
+def test_masked_tokens_get_exactly_zero_gradient() -> None:
+    model = tiny_llama()
+    trajectories = agentic_trajectories()
+    trajectories[0].chunks[1].relevant = False
+    batch = pack_trajectories(trajectories)
+    loss_fn = build_loss(SFTLossConfig())
+    prepared = loss_fn.prepare(batch)
+    logprobs, _ = packed_logprobs(model, prepared, CPU)
+    logprobs.retain_grad()
+    loss_fn(prepared, logprobs, logprobs.detach()).loss.backward()
+    kept = ~prepared.chunk_error & prepared.chunk_relevant
+    trained = prepared.loss_mask & kept[prepared.chunk_index.clamp(min=0)]
+    assert (~trained).sum() > 0 and prepared.chunk_error.any()
+    assert (logprobs.grad[~trained] == 0).all()  # prompt, observation, error and irrelevant tokens
+    assert (logprobs.grad[trained] != 0).all()
+
+    model.zero_grad()
+    only_masked = [
+        Trajectory(chunks=[c.model_copy(update={"error": True}) for c in t.chunks], reward=1.0)
+        for t in trajectories
+    ]
+    masked_batch = loss_fn.prepare(pack_trajectories(only_masked))
+    logprobs, _ = packed_logprobs(model, masked_batch, CPU)
+    loss_fn(masked_batch, logprobs, logprobs.detach()).loss.backward()
+    assert all(p.grad is None or (p.grad == 0).all() for p in model.parameters())
+
+
+def test_micro_batches_whole_trajectories_within_budget() -> None:
+    batch = pack_trajectories(agentic_trajectories(count=5))
+    counts = batch.trajectory_token_counts().tolist()
+    plan = plan_micro_batches(batch, token_budget=counts[0] + counts[1])
+    assert plan[0] == (0, 2)
+    assert [i for r in plan for i in range(*r)] == list(range(5))
+    assert plan_micro_batches(batch, token_budget=1) == [(i, i + 1) for i in range(5)]
+
+
+def _params(b: TorchBackend) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in b.state_dict_for_inference().state_dict.items()}
+
+
+def test_gradient_accumulation_matches_one_micro_batch() -> None:
+    batch = pack_trajectories(agentic_trajectories())
+    loss = build_loss(IPALossConfig(mismatch_high=100.0))
+    whole, split = backend(), backend(micro_batch_tokens=1)
+    metrics_whole = whole.train_step(batch, loss)
+    metrics_split = split.train_step(batch, loss)
+    assert metrics_whole["loss"] == pytest.approx(metrics_split["loss"], abs=1e-6)
+    assert metrics_whole["grad_norm"] == pytest.approx(metrics_split["grad_norm"], rel=1e-5)
+    for name, value in _params(whole).items():
+        torch.testing.assert_close(_params(split)[name], value, atol=1e-6, rtol=0)
+    assert {
+        "is_ratio/mean",
+        "masked_fraction/mean",
+        "clip_fraction/mean",
+        "entropy/mean",
+        "kl_k3/mean",
+    } <= set(metrics_whole)
+    assert whole.version == 1 and whole.state_dict_for_inference().version == 1
+
+
+def test_old_logprobs_from_an_earlier_step_drive_the_is_ratio() -> None:
+    b = backend()
+    batch = pack_trajectories(agentic_trajectories())
+    loss = build_loss(IPALossConfig(mismatch_high=100.0))
+    old = b.logprobs(batch)
+    b.train_step(batch, loss)
+    metrics = b.train_step(batch.with_updates(old_logprobs=old), loss)
+    assert metrics["is_ratio/max"] != pytest.approx(1.0, abs=1e-6)
+    assert metrics["kl_k3/mean"] > 0
+
+
+def test_resume_reproduces_next_steps_exactly(tmp_path: Path) -> None:
+    schedule = ScheduleConfig(type="cosine", warmup_steps=1, total_steps=5)
+    batches = [pack_trajectories(agentic_trajectories(seed=s)) for s in (1, 2, 3)]
+    loss = build_loss(IPALossConfig(mismatch_high=100.0))
+    first = backend(schedule=schedule, micro_batch_tokens=40)
+    first.train_step(batches[0], loss)
+    first.save(tmp_path / "ckpt")
+    expected = [first.train_step(b, loss) for b in batches[1:]]
+
+    resumed = backend(schedule=schedule, micro_batch_tokens=40)
+    resumed.load(tmp_path / "ckpt")
+    assert (resumed.step, resumed.version) == (1, 1)
+    got = [resumed.train_step(b, loss) for b in batches[1:]]
+    assert [m["loss"] for m in got] == [m["loss"] for m in expected]
+    assert [m["lr"] for m in got] == [m["lr"] for m in expected]
+    for name, value in _params(first).items():
+        assert torch.equal(_params(resumed)[name], value), name
+
+
+def test_load_without_checkpoint_says_what_to_pass(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="pass a directory written by save"):
+        backend().load(tmp_path)
+
+
+def test_export_hf_round_trips(tmp_path: Path) -> None:
+    b = backend()
+    b.train_step(pack_trajectories(agentic_trajectories()), build_loss(SFTLossConfig()))
+    b.export_hf(tmp_path / "hf")
+    again = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    for name, value in again.state_dict().items():
+        torch.testing.assert_close(value, b.model.state_dict()[name], atol=0, rtol=0)
+
+
+def test_bf16_and_activation_checkpointing_train() -> None:
+    batch = pack_trajectories(agentic_trajectories())
+    b = backend(dtype="bfloat16", activation_checkpointing=True)
+    metrics = b.train_step(batch, build_loss(SFTLossConfig()))
+    assert torch.isfinite(torch.tensor(metrics["loss"])) and metrics["grad_norm"] > 0
+    assert next(b.model.parameters()).dtype == torch.float32
+
+
+def test_lr_schedule_warmup_and_decay() -> None:
+    cosine = ScheduleConfig(type="cosine", warmup_steps=2, total_steps=6, min_lr_ratio=0.1)
+    assert [round(lr_factor(cosine, s), 4) for s in range(7)] == [0.5, 1.0, 1.0, 0.8682, 0.55, 0.2318, 0.1]
+    linear = ScheduleConfig(type="linear", total_steps=4)
+    assert [lr_factor(linear, s) for s in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
