@@ -223,7 +223,7 @@ class EngineCore:
         if self.sleeping:
             raise EngineError("the engine is asleep: await wake() before update_weights()")
         assert weights is not None
-        load_into(self.model, read_weights(weights))
+        load_into(self.model, read_weights(weights, self.model))
         self.weight_version = version
         self.prefix_cache.clear()
         for job in self.waiting:  # prompts not yet admitted are prefilled again under the new weights

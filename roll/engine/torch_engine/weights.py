@@ -8,24 +8,28 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+from transformers import PreTrainedModel
 
 from roll.engine.protocol import EngineError
 
 
-def read_weights(source: Mapping[str, torch.Tensor] | Path) -> Mapping[str, torch.Tensor]:
-    """A state dict given directly, or read from every *.safetensors file of a Hugging Face model folder."""
+def read_weights(
+    source: Mapping[str, torch.Tensor] | Path, model: PreTrainedModel
+) -> Mapping[str, torch.Tensor]:
+    """A state dict given directly (named as the model's own parameters), or the weights of a model folder.
+
+    A folder is loaded through transformers, which maps checkpoint names to the model's own (transformers 5
+    stores MoE experts differently on disk than in memory).
+    """
     if not isinstance(source, Path):
         return source
-    files = sorted(source.glob("*.safetensors"))
-    if not files:
+    if not (source / "config.json").is_file() or not any(source.glob("*.safetensors")):
         raise EngineError(
-            f"no *.safetensors files in {source}: pass a folder written by save_pretrained (safetensors) "
-            "or a state dict of tensors"
+            f"{source} is not a model folder with config.json and *.safetensors: pass a folder written by "
+            "save_pretrained, or a state dict of tensors"
         )
-    state: dict[str, torch.Tensor] = {}
-    for file in files:
-        state.update(load_file(file))
-    return state
+    dtype = next(model.parameters()).dtype
+    return type(model).from_pretrained(source, dtype=dtype).state_dict()
 
 
 def load_into(model: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> None:
