@@ -2,7 +2,28 @@
 
 import typer
 
+from rock.admin.cli import app as admin_app
 from rock.images.cli import app as image_app
+from rock.sdk.cli import app as sandbox_app
+from rock.worker.cli import app as worker_app
 
 app = typer.Typer(help="ROCK: the sandbox fleet.", no_args_is_help=True)
 app.add_typer(image_app, name="image", help="Local images and the public-name alias table.")
+app.add_typer(admin_app, name="admin", help="The admin: control plane (and one local worker).")
+app.add_typer(worker_app, name="worker", help="A worker node that runs sandboxes in Docker.")
+app.add_typer(sandbox_app, name="sandbox", help="Create, list, use and remove sandboxes.")
+
+
+@app.command()
+def demo(
+    sandboxes: int = typer.Option(4, help="How many sandboxes to open at once."),
+    image: str = typer.Option("python:3.11", help="Image of the sandboxes."),
+) -> None:
+    """Start a fleet, open sandboxes concurrently, run commands in them, print a table, shut down."""
+    from rock.demo import main
+
+    raise typer.Exit(main(sandboxes=sandboxes, image=image))
+
+
+if __name__ == "__main__":
+    app()

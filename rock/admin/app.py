@@ -53,6 +53,13 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, lambda _r, exc: validation_error(exc))  # type: ignore[arg-type]
 
 
+def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> KeyPolicy:
+    return request.app.state.admin.auth.identify(authorization)
+
+
+Caller = Annotated[KeyPolicy, Depends(caller)]
+
+
 def _passthrough(response) -> Response:  # type: ignore[no-untyped-def]
     return Response(
         response.content, status_code=response.status_code, media_type=response.headers.get("content-type")
@@ -67,12 +74,8 @@ def create_app(admin: Admin) -> FastAPI:
         await admin.close()
 
     app = FastAPI(title="ROCK admin", lifespan=lifespan)
+    app.state.admin = admin
     install_error_handlers(app)
-
-    def caller(authorization: Annotated[str | None, Header()] = None) -> KeyPolicy:
-        return admin.auth.identify(authorization)
-
-    Caller = Annotated[KeyPolicy, Depends(caller)]
 
     @app.get("/health")
     async def health() -> dict[str, object]:

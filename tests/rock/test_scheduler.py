@@ -10,7 +10,9 @@ GiB = 1024**3
 
 
 def _worker(name: str, cpus: float, memory_gib: int, slots: int = 10) -> Worker:
-    return Worker(name, f"http://{name}", WorkerCapacity(cpus=cpus, memory=memory_gib * GiB, slots=slots), 0.0)
+    return Worker(
+        name, f"http://{name}", WorkerCapacity(cpus=cpus, memory=memory_gib * GiB, slots=slots), 0.0
+    )
 
 
 def test_room_after_is_the_tightest_resource():

@@ -32,8 +32,14 @@ def test_failed_carries_its_reason():
 
 @pytest.mark.parametrize(
     ("current", "target"),
-    [(S.STOPPED, S.RUNNING), (S.DELETED, S.PENDING), (S.FAILED, S.RUNNING), (S.RUNNING, S.PENDING),
-     (S.PENDING, S.DELETED), (S.RUNNING, S.DELETED)],
+    [
+        (S.STOPPED, S.RUNNING),
+        (S.DELETED, S.PENDING),
+        (S.FAILED, S.RUNNING),
+        (S.RUNNING, S.PENDING),
+        (S.PENDING, S.DELETED),
+        (S.RUNNING, S.DELETED),
+    ],
 )
 def test_forbidden_moves_raise(current, target):
     with pytest.raises(InvalidTransition, match=f"from {current.value} to {target.value}"):
