@@ -23,7 +23,7 @@ def test_unknown_sandbox_is_404(admin_factory):
 
 def test_a_spec_over_the_limits_is_422_naming_the_limit(admin_factory):
     admin = admin_factory()
-    with pytest.raises(BadRequest, match="cpus=64.0 is over this admin's limit max_cpus=8.0"):
+    with pytest.raises(BadRequest, match=r"cpus=64.0 is over this admin.s limit max_cpus=8.0"):
         Sandbox(admin_url=admin.url, cpus=64)
     response = httpx.post(f"{admin.url}/v1/sandboxes", json={"memory": "lots"})
     assert response.status_code == 422

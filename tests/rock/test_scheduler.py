@@ -52,7 +52,7 @@ async def test_the_queue_times_out_with_capacity_exceeded():
     scheduler = Scheduler(max_waiting=4, retry_after=7)
     scheduler.upsert_worker(_worker("w", 1, 4))
     await scheduler.reserve("a", Demand(1, GiB), "me", 0)
-    with pytest.raises(CapacityExceeded, match="within 0.05 s") as caught:
+    with pytest.raises(CapacityExceeded, match=r"within 0\.05 s") as caught:
         await scheduler.reserve("b", Demand(1, GiB), "me", 0.05)
     assert caught.value.retry_after == 7 and scheduler.waiting == 0
 
