@@ -257,7 +257,7 @@ def run(turns: int, use_tokenizer: bool) -> dict:
     print(f"session: {len(session)} messages, {turns} timed turns per size")
     print(
         f"{'counter':<18}{'window':<7}{'replayed':>9}{'sent':>6}{'light':>7}{'ours ms':>9}{'baseline ms':>13}"
-        f"{'ratio':>7}"
+        f"{'ratio':>9}"
     )
     for counter_name, make_counter in counters.items():
         for size in SIZES:
@@ -281,7 +281,7 @@ def run(turns: int, use_tokenizer: bool) -> dict:
                 }
                 print(
                     f"{counter_name:<18}{window_name:<7}{size:>9}{ours.history:>6.0f}{ours.light_runs:>7}"
-                    f"{ours.ms:>9.2f}{base.ms:>13.2f}{ratio:>6.1f}x"
+                    f"{ours.ms:>9.2f}{base.ms:>13.2f}{ratio:>8.1f}x"
                 )
 
     counter = CharEstimateCounter()
