@@ -1,0 +1,164 @@
+"""`rome-bench`: run an agent over terminal tasks in ROCK sandboxes, or validate a task suite."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="ROME bench: terminal tasks graded by their own tests.", no_args_is_help=True)
+
+DEFAULT_TASKS = Path(__file__).resolve().parent.parent / "tasks" / "terminal-pro"
+
+
+def _load(tasks_dir: Path, task_ids: list[str] | None):  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    from rome.bench.tasks import load_tasks
+
+    console = Console(stderr=True)
+    try:
+        suite = load_tasks(tasks_dir, task_ids or None)
+    except (FileNotFoundError, KeyError) as exc:
+        console.print(f"[red]error:[/red] {exc.args[0]}")
+        raise typer.Exit(2) from exc
+    for error in suite.errors:
+        console.print(f"[yellow]skipping malformed task[/yellow] {error}")
+    if not suite.tasks:
+        console.print(f"[red]error:[/red] no loadable task under {tasks_dir}")
+        raise typer.Exit(2)
+    return suite
+
+
+class _Progress:
+    """Live progress: one bar over all trials, with passes and failures counted as they finish."""
+
+    def __init__(self, total: int, label: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        )
+        self.passed = self.failed = 0
+        self.label = label
+        self.bar = self.progress.add_task(self._text(), total=total)
+
+    def _text(self) -> str:
+        return f"{self.label} [green]{self.passed} passed[/green] [red]{self.failed} failed[/red]"
+
+    def __call__(self, trial) -> None:  # type: ignore[no-untyped-def]
+        if trial.passed:
+            self.passed += 1
+        else:
+            self.failed += 1
+        self.progress.update(self.bar, advance=1, description=self._text())
+
+
+@app.command("terminal-pro")
+def terminal_pro(
+    tasks: Annotated[
+        Path, typer.Option(help="Folder of tasks (Harbor or Terminal-Bench layout).")
+    ] = DEFAULT_TASKS,
+    agent: Annotated[str, typer.Option(help="oracle | nop | iflow")] = "oracle",
+    model: Annotated[str | None, typer.Option(help="Model id or OpenAI-compatible base URL (iflow).")] = None,
+    n_attempts: Annotated[int, typer.Option(min=1, help="Attempts per task (k).")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 1,
+    task_id: Annotated[list[str] | None, typer.Option(help="Run only these task ids (repeatable).")] = None,
+    output: Annotated[Path | None, typer.Option(help="Run folder; an existing one is resumed.")] = None,
+) -> None:
+    """Run an agent over the tasks and write per-trial JSON, summary.json, report.md and charts."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rome.bench.agents import AGENT_NAMES
+    from rome.bench.report import write_report
+    from rome.bench.runner import run_trials, write_run_config
+
+    console = Console()
+    if agent not in AGENT_NAMES:
+        console.print(f"[red]error:[/red] unknown agent {agent!r}; choose one of {', '.join(AGENT_NAMES)}")
+        raise typer.Exit(2)
+    suite = _load(tasks, task_id)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    output = output or Path("runs") / f"terminal-pro-{agent}-{stamp}"
+    config = {"tasks": str(tasks.resolve()), "agent": agent, "model": model, "n_attempts": n_attempts}
+    previous = output / "run.json"
+    if previous.is_file():
+        old = json.loads(previous.read_text())
+        if {k: old.get(k) for k in config} != config:
+            console.print(
+                f"[red]error:[/red] {output} holds a run with other settings ({old}); pick another --output"
+            )
+            raise typer.Exit(2)
+        console.print(f"resuming the run in {output}")
+    output.mkdir(parents=True, exist_ok=True)
+    write_run_config(output, config)
+    progress = _Progress(len(suite.tasks) * n_attempts, f"{agent}:")
+    with progress.progress:
+        trials = run_trials(
+            suite.tasks, agent, output, n_attempts, concurrency, model=model, on_trial=progress
+        )
+    summary = write_report(
+        output, trials, f"rome-bench terminal-pro: {agent}" + (f" ({model})" if model else "")
+    )
+    overall = summary.overall
+    table = Table(title=f"{agent}: pass@1 {overall.pass_at_1:.3f}, avg@{n_attempts} {overall.avg_at_k:.3f}")
+    for col in ("domain", "tasks", "pass@1", "avg@k", "pass@k"):
+        table.add_column(col)
+    for name, group in summary.by_category.items():
+        ks = " ".join(f"@{k}:{v:.2f}" for k, v in group.pass_at_k.items())
+        table.add_row(name, str(group.tasks), f"{group.pass_at_1:.3f}", f"{group.avg_at_k:.3f}", ks)
+    console.print(table)
+    console.print(f"report: {output / 'report.md'}")
+
+
+@app.command()
+def validate(
+    tasks_dir: Annotated[Path, typer.Argument(help="Folder of tasks, or one task folder.")] = DEFAULT_TASKS,
+    concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 2,
+    task_id: Annotated[list[str] | None, typer.Option(help="Validate only these task ids.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Folder for the validation trials.")] = None,
+) -> None:
+    """Check every task: the oracle passes it and the nop agent fails it. Exits 1 on any violation."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rome.bench.tasks import load_tasks
+    from rome.bench.validate import validate_tasks
+
+    console = Console()
+    try:
+        suite = load_tasks(tasks_dir, task_id or None)
+    except (FileNotFoundError, KeyError) as exc:
+        console.print(f"[red]error:[/red] {exc.args[0]}")
+        raise typer.Exit(2) from exc
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    output = output or Path("runs") / f"validate-{stamp}"
+    progress = _Progress(2 * len(suite.tasks), "validate:")
+    with progress.progress:
+        report = validate_tasks(suite.tasks, suite.errors, output, concurrency, on_trial=progress)
+    table = Table(title=f"validation of {tasks_dir}")
+    for col in ("task", "domain", "difficulty", "oracle", "nop", "verdict"):
+        table.add_column(col)
+    for row in report.rows:
+        verdict = "[green]ok[/green]" if row.ok else f"[red]{row.problem}[/red]"
+        table.add_row(
+            row.task_id,
+            row.category,
+            row.difficulty,
+            f"{row.oracle_reward:.2f}",
+            f"{row.nop_reward:.2f}",
+            verdict,
+        )
+    for error in report.load_errors:
+        table.add_row(error.task_dir.name, "-", "-", "-", "-", f"[red]malformed: {error}[/red]")
+    console.print(table)
+    bad = sum(not r.ok for r in report.rows) + len(report.load_errors)
+    console.print(
+        f"{len(report.rows) - sum(not r.ok for r in report.rows)} ok, {bad} violation(s); trials in {output}"
+    )
+    if bad:
+        raise typer.Exit(1)

@@ -1,0 +1,130 @@
+"""Runs trials (tasks x attempts) with bounded concurrency, writing one JSON per trial; resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rome.bench.agents import make_agent
+from rome.bench.images import TaskImageError, ensure_image
+from rome.bench.sandbox import SandboxProvider
+from rome.bench.tasks import Task
+from rome.bench.trial import TrialResult, run_trial
+
+ProgressHook = Callable[[TrialResult], None]
+
+
+def trial_path(output: Path, task_id: str, attempt: int) -> Path:
+    return output / "trials" / f"{task_id}__{attempt}.json"
+
+
+def load_finished(output: Path) -> dict[tuple[str, int], TrialResult]:
+    """Trials already written under `output`; a partial or unreadable file is run again."""
+    done: dict[tuple[str, int], TrialResult] = {}
+    for path in sorted((output / "trials").glob("*.json")):
+        try:
+            trial = TrialResult.model_validate_json(path.read_text())
+        except (ValidationError, OSError):
+            continue
+        done[(trial.task_id, trial.attempt)] = trial
+    return done
+
+
+def write_trial(output: Path, trial: TrialResult) -> None:
+    path = trial_path(output, trial.task_id, trial.attempt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(trial.model_dump_json(indent=2))
+    os.replace(tmp, path)
+
+
+def default_provider() -> SandboxProvider:
+    """ROCK when its SDK is importable, the docker SDK otherwise (or when ROME_BENCH_SANDBOX=docker)."""
+    from rome.bench.sandbox import DockerProvider
+
+    if os.environ.get("ROME_BENCH_SANDBOX", "rock") == "docker":
+        return DockerProvider()
+    try:
+        from rome.bench.rock_sandbox import RockProvider
+    except ImportError:
+        return DockerProvider()
+    return RockProvider()
+
+
+class BuildOutcome:
+    def __init__(self, image: str | None, error: str | None, seconds: float) -> None:
+        self.image, self.error, self.seconds = image, error, seconds
+
+
+def build_all(tasks: list[Task], workers: int) -> dict[str, BuildOutcome]:
+    """Build each task's image once (cached by content); a failed build is recorded, not raised."""
+
+    def build(task: Task) -> BuildOutcome:
+        t0 = time.monotonic()
+        try:
+            return BuildOutcome(ensure_image(task), None, time.monotonic() - t0)
+        except TaskImageError as exc:
+            return BuildOutcome(None, str(exc), time.monotonic() - t0)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        outcomes = dict(zip([t.id for t in tasks], pool.map(build, tasks), strict=True))
+    return outcomes
+
+
+def run_trials(
+    tasks: list[Task],
+    agent_name: str,
+    output: Path,
+    n_attempts: int = 1,
+    concurrency: int = 1,
+    model: str | None = None,
+    provider: SandboxProvider | None = None,
+    on_trial: ProgressHook | None = None,
+    on_built: Callable[[int], None] | None = None,
+) -> list[TrialResult]:
+    """Run every (task, attempt) not already finished under `output`; return all trials, old and new."""
+    output.mkdir(parents=True, exist_ok=True)
+    finished = load_finished(output)
+    pending = [(t, a) for t in tasks for a in range(n_attempts) if (t.id, a) not in finished]
+    results = [finished[(t.id, a)] for t in tasks for a in range(n_attempts) if (t.id, a) in finished]
+    for trial in results:
+        if on_trial:
+            on_trial(trial)
+    if not pending:
+        return results
+    needed = list({t.id: t for t, _ in pending}.values())
+    builds = build_all(needed, workers=min(concurrency, 2))
+    if on_built:
+        on_built(len(builds))
+    provider = provider or default_provider()
+    agent = make_agent(agent_name, model=model)
+    # The build time is charged to the first attempt of a task, the one that waited for it.
+    charged: set[str] = set()
+
+    def one(task: Task, attempt: int) -> TrialResult:
+        build = builds[task.id]
+        build_sec = 0.0 if task.id in charged else build.seconds
+        charged.add(task.id)
+        trial = run_trial(task, attempt, agent, provider, build.image, build.error, build_sec, model)
+        write_trial(output, trial)
+        return trial
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(one, t, a) for t, a in pending]
+        for future in as_completed(futures):
+            trial = future.result()
+            results.append(trial)
+            if on_trial:
+                on_trial(trial)
+    results.sort(key=lambda r: (r.task_id, r.attempt))
+    return results
+
+
+def write_run_config(output: Path, config: dict) -> None:
+    (output / "run.json").write_text(json.dumps(config, indent=2, default=str))

@@ -1,0 +1,154 @@
+"""The harness's sandbox layer: one small interface, backed by ROCK (default) or by Docker directly.
+
+A trial needs only four things from its sandbox: run a shell command under a timeout, upload files, read a
+file back, and close. `SandboxProvider.open` makes one sandbox per trial from a built image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from rome.bench.tasks import Task
+
+OUTPUT_CAP = 256 * 1024
+TRUNCATION_MARKER = "\n[... output truncated by rome-bench ...]\n"
+# Margin past a command's own timeout before the harness gives up on the sandbox answering at all.
+BACKSTOP_SEC = 30.0
+
+
+class CommandResult(BaseModel):
+    output: str
+    exit_code: int | None
+    duration_sec: float
+    timed_out: bool
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be created or stopped answering."""
+
+
+class TrialSandbox(Protocol):
+    def run(self, command: str, timeout: float, env: dict[str, str] | None = None) -> CommandResult: ...
+
+    def upload(self, paths: list[Path], remote_dir: str) -> None:
+        """Copy each file or folder in `paths` into `remote_dir` under its own name."""
+
+    def read_text(self, path: str) -> str | None:
+        """The file's text, or None when it does not exist."""
+
+    def close(self) -> None: ...
+
+
+class SandboxProvider(Protocol):
+    name: str
+
+    def open(self, image: str, task: Task) -> TrialSandbox: ...
+
+
+def cap_output(text: str) -> str:
+    if len(text) <= OUTPUT_CAP:
+        return text
+    half = OUTPUT_CAP // 2
+    return text[:half] + TRUNCATION_MARKER + text[-half:]
+
+
+def tar_of(paths: list[Path]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in paths:
+            tar.add(str(path), arcname=path.name)
+    return buf.getvalue()
+
+
+def timed_command(command: str, timeout: float) -> list[str]:
+    """`timeout` inside the sandbox kills the command (and, with -k, whatever ignores SIGTERM)."""
+    return ["timeout", "-k", "5", str(max(1, math.ceil(timeout))), "bash", "-c", command]
+
+
+class DockerSandbox:
+    """A container made straight with the docker SDK; used when ROCK's SDK is not available."""
+
+    def __init__(self, client, image: str, task: Task) -> None:  # type: ignore[no-untyped-def]
+        import docker.errors
+
+        self._client = client
+        try:
+            self._container = client.containers.run(
+                image,
+                entrypoint=["sleep"],
+                command=["infinity"],
+                detach=True,
+                network_mode="bridge" if task.allow_internet else "none",
+                mem_limit=f"{task.memory_mb}m",
+                nano_cpus=int(task.cpus * 1e9),
+                pids_limit=4096,
+                labels={"ale.component": "rome-bench", "ale.task": task.id},
+            )
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"could not start a container from {image}: {exc}") from exc
+
+    def run(self, command: str, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        api = self._client.api
+        started = time.monotonic()
+        exec_id = api.exec_create(self._container.id, timed_command(command, timeout), environment=env or {})
+        chunks: list[bytes] = []
+
+        def pump() -> None:
+            for chunk in api.exec_start(exec_id, stream=True, demux=False):
+                if sum(len(c) for c in chunks) < 2 * OUTPUT_CAP:
+                    chunks.append(chunk)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        reader.join(timeout + BACKSTOP_SEC)
+        duration = time.monotonic() - started
+        output = cap_output(b"".join(chunks).decode("utf-8", "replace"))
+        if reader.is_alive():
+            return CommandResult(output=output, exit_code=None, duration_sec=duration, timed_out=True)
+        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        timed_out = exit_code in (124, 137) and duration >= timeout
+        return CommandResult(output=output, exit_code=exit_code, duration_sec=duration, timed_out=timed_out)
+
+    def upload(self, paths: list[Path], remote_dir: str) -> None:
+        self.run(f"mkdir -p {remote_dir}", timeout=30)
+        if not self._container.put_archive(remote_dir, tar_of(paths)):
+            raise SandboxError(f"uploading {[p.name for p in paths]} to {remote_dir} failed")
+
+    def read_text(self, path: str) -> str | None:
+        import docker.errors
+
+        try:
+            stream, _ = self._container.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            extracted = tar.extractfile(member) if member is not None else None
+            return extracted.read().decode("utf-8", "replace") if extracted is not None else None
+
+    def close(self) -> None:
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.NotFound):
+            self._container.remove(force=True)
+
+
+class DockerProvider:
+    name = "docker"
+
+    def __init__(self) -> None:
+        import docker
+
+        self._client = docker.from_env()
+
+    def open(self, image: str, task: Task) -> TrialSandbox:
+        return DockerSandbox(self._client, image, task)

@@ -1,0 +1,289 @@
+"""Task loader for the Harbor / Terminal-Bench-Pro layout and the older Terminal-Bench layout.
+
+Both layouts load into one `Task` model. A task that cannot be loaded becomes a `TaskLoadError` naming the
+file and the field at fault; loading goes on with the other tasks.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Layout = Literal["harbor", "terminal-bench"]
+Grading = Literal["reward-file", "pytest"]
+
+TESTS_MOUNT = "/tests"
+SOLUTION_MOUNT = "/solution"
+VERIFIER_LOGS = "/logs/verifier"
+
+
+class Task(BaseModel):
+    """One task, whichever layout it came from. Paths are on the host."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    path: Path
+    layout: Layout
+    instruction: str
+    difficulty: str = "unknown"
+    category: str = "uncategorized"
+    tags: list[str] = Field(default_factory=list)
+    agent_timeout_sec: float
+    verifier_timeout_sec: float
+    build_timeout_sec: float = 600.0
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    allow_internet: bool = False
+    dockerfile: Path
+    build_context: Path
+    tests_dir: Path
+    # Files copied next to the tests in /tests (the old layout keeps run-tests.sh beside tests/).
+    extra_test_files: list[Path] = Field(default_factory=list)
+    test_command: str
+    grading: Grading
+    solution_files: list[Path] = Field(default_factory=list)
+    solution_command: str | None = None
+
+
+class TaskLoadError(BaseModel):
+    """Why one task directory could not be loaded: the file and the field at fault."""
+
+    task_dir: Path
+    file: str
+    field: str | None = None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.task_dir.name}/{self.file}" + (f" [{self.field}]" if self.field else "")
+        return f"{where}: {self.message}"
+
+
+class LoadedSuite(BaseModel):
+    tasks: list[Task]
+    errors: list[TaskLoadError]
+
+
+class _Malformed(Exception):
+    def __init__(self, file: str, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.file, self.field, self.message = file, field, message
+
+
+# ---- Harbor / Terminal-Bench-Pro: task.toml -------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _HarborMetadata(_Section):
+    difficulty: str = "unknown"
+    category: str = "uncategorized"
+    tags: list[str] = Field(default_factory=list)
+
+
+class _Timeout(_Section):
+    timeout_sec: float = Field(default=600.0, gt=0)
+
+
+class _HarborEnvironment(_Section):
+    build_timeout_sec: float = Field(default=600.0, gt=0)
+    cpus: float = Field(default=1.0, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0)
+    # Older Harbor spelling: "2G", "512M".
+    memory: str | None = None
+    allow_internet: bool = False
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_has_unit(cls, value: str | None) -> str | None:
+        if value is not None:
+            _parse_memory(value)
+        return value
+
+
+class _HarborToml(_Section):
+    metadata: _HarborMetadata = Field(default_factory=_HarborMetadata)
+    agent: _Timeout = Field(default_factory=_Timeout)
+    verifier: _Timeout = Field(default_factory=_Timeout)
+    environment: _HarborEnvironment = Field(default_factory=_HarborEnvironment)
+
+
+def _parse_memory(text: str) -> int:
+    """'2G' / '512M' / '2048' (MB) -> megabytes."""
+    units = {"g": 1024, "m": 1, "k": 1 / 1024}
+    raw = text.strip().lower().removesuffix("b")
+    unit = raw[-1:] if raw[-1:] in units else "m"
+    number = raw[:-1] if raw[-1:] in units else raw
+    try:
+        return max(1, int(float(number) * units[unit]))
+    except ValueError as exc:
+        raise ValueError(f"memory {text!r} is not a size such as '2G' or '512M'") from exc
+
+
+def _field_of(error: ValidationError) -> tuple[str, str]:
+    first = error.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    field = (f"[{loc[0]}]." + ".".join(loc[1:])) if len(loc) > 1 else ".".join(loc)
+    return field, first["msg"]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise _Malformed(path.name, None, f"is not valid TOML ({exc}); fix the syntax") from exc
+
+
+def _required_file(task_dir: Path, rel: str, what: str) -> Path:
+    path = task_dir / rel
+    if not path.is_file():
+        raise _Malformed(rel, None, f"is missing; a task needs {what}")
+    return path
+
+
+def _instruction(path: Path) -> str:
+    text = path.read_text().strip()
+    if not text:
+        raise _Malformed(path.name, None, "is empty; write the task for the agent in it")
+    return text
+
+
+def _load_harbor(task_dir: Path) -> Task:
+    raw = _read_toml(task_dir / "task.toml")
+    try:
+        config = _HarborToml.model_validate(raw)
+    except ValidationError as exc:
+        field, msg = _field_of(exc)
+        raise _Malformed("task.toml", field, msg) from exc
+    instruction = _instruction(_required_file(task_dir, "instruction.md", "an instruction for the agent"))
+    dockerfile = _required_file(task_dir, "environment/Dockerfile", "a Dockerfile for its environment")
+    tests_dir = task_dir / "tests"
+    if (tests_dir / "test.sh").is_file():
+        test_command, grading = f"bash {TESTS_MOUNT}/test.sh", "reward-file"
+    elif (tests_dir / "test_outputs.py").is_file():
+        test_command, grading = f"python3 -m pytest -rA {TESTS_MOUNT}/test_outputs.py", "pytest"
+    else:
+        raise _Malformed("tests/", None, "has neither test.sh nor test_outputs.py; add the verifier")
+    solve = task_dir / "solution" / "solve.sh"
+    env = config.environment
+    memory_mb = env.memory_mb or (_parse_memory(env.memory) if env.memory else 2048)
+    return Task(
+        id=task_dir.name,
+        path=task_dir,
+        layout="harbor",
+        instruction=instruction,
+        difficulty=config.metadata.difficulty,
+        category=config.metadata.category,
+        tags=config.metadata.tags,
+        agent_timeout_sec=config.agent.timeout_sec,
+        verifier_timeout_sec=config.verifier.timeout_sec,
+        build_timeout_sec=env.build_timeout_sec,
+        cpus=env.cpus,
+        memory_mb=memory_mb,
+        allow_internet=env.allow_internet,
+        dockerfile=dockerfile,
+        build_context=dockerfile.parent,
+        tests_dir=tests_dir,
+        test_command=test_command,
+        grading=grading,
+        solution_files=sorted(p for p in (task_dir / "solution").glob("*") if p.is_file()),
+        solution_command=f"bash {SOLUTION_MOUNT}/solve.sh" if solve.is_file() else None,
+    )
+
+
+# ---- Terminal-Bench (older): task.yaml ------------------------------------------------------------------
+
+
+class _TerminalBenchYaml(_Section):
+    instruction: str = Field(min_length=1)
+    difficulty: str = "unknown"
+    category: str = "uncategorized"
+    tags: list[str] = Field(default_factory=list)
+    max_agent_timeout_sec: float = Field(default=360.0, gt=0)
+    max_test_timeout_sec: float = Field(default=60.0, gt=0)
+
+
+def _load_terminal_bench(task_dir: Path) -> Task:
+    try:
+        raw = yaml.safe_load((task_dir / "task.yaml").read_text())
+    except yaml.YAMLError as exc:
+        raise _Malformed("task.yaml", None, f"is not valid YAML ({exc}); fix the syntax") from exc
+    if not isinstance(raw, dict):
+        raise _Malformed("task.yaml", None, "must be a mapping with at least an 'instruction' key")
+    try:
+        config = _TerminalBenchYaml.model_validate(raw)
+    except ValidationError as exc:
+        field, msg = _field_of(exc)
+        raise _Malformed("task.yaml", field, msg) from exc
+    dockerfile = _required_file(task_dir, "Dockerfile", "a Dockerfile for its environment")
+    run_tests = _required_file(task_dir, "run-tests.sh", "run-tests.sh to run its tests")
+    solution = task_dir / "solution.sh"
+    return Task(
+        id=task_dir.name,
+        path=task_dir,
+        layout="terminal-bench",
+        instruction=config.instruction.strip(),
+        difficulty=config.difficulty,
+        category=config.category,
+        tags=config.tags,
+        agent_timeout_sec=config.max_agent_timeout_sec,
+        verifier_timeout_sec=config.max_test_timeout_sec,
+        dockerfile=dockerfile,
+        build_context=task_dir,
+        tests_dir=task_dir / "tests",
+        extra_test_files=[run_tests],
+        test_command=f"bash {TESTS_MOUNT}/run-tests.sh",
+        grading="pytest",
+        solution_files=[solution] if solution.is_file() else [],
+        solution_command=f"bash {SOLUTION_MOUNT}/solution.sh" if solution.is_file() else None,
+    )
+
+
+# ---- discovery ------------------------------------------------------------------------------------------
+
+
+def is_task_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "task.toml").is_file() or (path / "task.yaml").is_file())
+
+
+def load_task(task_dir: Path) -> Task | TaskLoadError:
+    """Load one task directory; a malformed task comes back as a `TaskLoadError`, never raised."""
+    task_dir = task_dir.resolve()
+    try:
+        if (task_dir / "task.toml").is_file():
+            return _load_harbor(task_dir)
+        if (task_dir / "task.yaml").is_file():
+            return _load_terminal_bench(task_dir)
+        raise _Malformed(
+            "task.toml", None, "is missing (nor is there a task.yaml); is this a task directory?"
+        )
+    except _Malformed as exc:
+        return TaskLoadError(task_dir=task_dir, file=exc.file, field=exc.field, message=exc.message)
+    except (OSError, UnicodeDecodeError) as exc:
+        return TaskLoadError(task_dir=task_dir, file=".", message=f"could not be read: {exc}")
+
+
+def load_tasks(root: Path, task_ids: list[str] | None = None) -> LoadedSuite:
+    """Load every task under `root` (or `root` itself when it is one task), optionally only `task_ids`."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"task directory {root} does not exist; pass --tasks with a folder of tasks")
+    dirs = [root] if is_task_dir(root) else sorted(p for p in root.iterdir() if is_task_dir(p))
+    if task_ids:
+        wanted = set(task_ids)
+        unknown = wanted - {d.name for d in dirs}
+        if unknown:
+            raise KeyError(f"unknown task id(s) {sorted(unknown)} under {root}; see `ls {root}`")
+        dirs = [d for d in dirs if d.name in wanted]
+    tasks: list[Task] = []
+    errors: list[TaskLoadError] = []
+    for task_dir in dirs:
+        loaded = load_task(task_dir)
+        (errors if isinstance(loaded, TaskLoadError) else tasks).append(loaded)  # type: ignore[arg-type]
+    return LoadedSuite(tasks=tasks, errors=errors)
