@@ -6,7 +6,7 @@ Messages are plain OpenAI chat-completion dicts (JSON in, JSON out), typed here 
 Conventions the agent's tools follow so `iflow.context` can read outcomes from the messages alone (the proxy
 sees nothing else):
 - a failed tool call's result content starts with ``TOOL_ERROR_PREFIX`` (``"Error: "``);
-- a shell command's result contains a line ``Exit code: N`` (see ``EXIT_CODE_PATTERN``); N != 0 is a failure;
+- a shell command's result ends with a line ``Exit code: N`` (``EXIT_CODE_PATTERN``); N != 0 is a failure;
 - ``todo_write`` takes ``{"todos": [TodoItem, ...]}`` (the whole list, replacing the previous one);
 - write tools name their file in one of ``ContextConfig.path_argument_keys`` (``file_path`` first).
 """
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Role = Literal["system", "user", "assistant", "tool"]
 
 TOOL_ERROR_PREFIX = "Error: "
-EXIT_CODE_PATTERN = re.compile(r"^Exit code: (-?\d+)\s*$", re.MULTILINE)
+EXIT_CODE_PATTERN = re.compile(r"Exit code: (-?\d+)")
 REMINDER_OPEN = "<system-reminder>"
 REMINDER_CLOSE = "</system-reminder>"
 

@@ -26,13 +26,18 @@ def call_key(call: ToolCall) -> tuple[str, str]:
 
 
 def is_tool_failure(message: Message) -> bool:
-    """Whether a tool result reports failure: an `Error: ` prefix, or a non-zero `Exit code: N` line."""
+    """Whether a tool result reports failure: an `Error: ` prefix, or a last line `Exit code: N` with N != 0.
+
+    Only the last line counts, so output that merely contains such a line (a log being read) is no failure.
+    """
     if message["role"] != "tool":
         return False
     text = message_text(message)
     if text.startswith(TOOL_ERROR_PREFIX):
         return True
-    return any(int(code) != 0 for code in EXIT_CODE_PATTERN.findall(text))
+    last_line = text.rstrip().rpartition("\n")[2].strip()
+    code = EXIT_CODE_PATTERN.fullmatch(last_line)
+    return code is not None and int(code.group(1)) != 0
 
 
 @dataclass(frozen=True)

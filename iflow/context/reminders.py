@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from iflow.context.compress import SUMMARY_INTRO
 from iflow.context.detection import detect_repeated_chunks, detect_tool_loop, is_tool_failure
 from iflow.context.tokens import message_text
 from iflow.types import (
@@ -67,7 +68,7 @@ def tail_reminders(
     """Every reminder the current tail calls for, in a fixed order (present ones included)."""
     start = tail_start(messages)
     reminders: list[Reminder] = []
-    if inputs.environment is not None and start == 0:
+    if inputs.environment is not None and start == 0 and not _is_summarized(messages):
         reminders.append(environment_reminder(inputs.environment))
     for change in inputs.modified_files:
         detail = f"\n{change.detail.strip()}" if change.detail.strip() else ""
@@ -110,6 +111,12 @@ def tail_reminders(
             )
         )
     return reminders
+
+
+def _is_summarized(messages: Sequence[Message]) -> bool:
+    """Whether a summary replaced earlier history: the session started long ago, its snapshot is stale."""
+    first = next((m for m in messages if m["role"] != "system"), None)
+    return first is not None and first["role"] == "user" and message_text(first).startswith(SUMMARY_INTRO)
 
 
 def _failure_reminder(result: Message, call: ToolCall | None) -> Reminder:

@@ -80,8 +80,10 @@ def count_tokens(
 ) -> tuple[list[int], ContextState]:
     """Per-message token counts and the state to pass next time.
 
-    Messages seen before (the same object, or equal content) are not recounted; the returned state holds
-    only the current messages, so it never grows past the history.
+    Messages seen before (the same object, or equal content) are not recounted. The returned state holds
+    the current messages and, for a while, the content of earlier ones (so a fresh copy of the history, as
+    the proxy receives it, still hits); it is pruned back to the current messages when it gets past twice
+    their number, so it stays in proportion to the history.
     """
     old = state if state is not None and state.counter_name == counter.name else ContextState()
     by_identity: dict[int, tuple[Message, int]] = {}

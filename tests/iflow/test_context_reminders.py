@@ -73,6 +73,8 @@ def test_tool_failures_are_read_from_the_result():
     assert is_tool_failure(tool("a", "Error: no such file: x.py"))
     assert is_tool_failure(tool("a", "make: *** [all] Error 2\nExit code: 2"))
     assert not is_tool_failure(tool("a", "all good\nExit code: 0"))
+    assert is_tool_failure(tool("a", "Output:\nkilled\nExit code: -9\n"))
+    assert not is_tool_failure(tool("a", "Output:\nbuild.log says\nExit code: 1\ndone\nExit code: 0"))
     assert not is_tool_failure(tool("a", "the word Error: inside is fine"))
     assert not is_tool_failure({"role": "user", "content": "Error: not a tool"})
 
@@ -179,3 +181,29 @@ def test_loop_threshold_is_configurable():
     assert [r.kind for r in prepare(repeated_reads(3), config=ContextConfig(loop_threshold=3)).reminders] == [
         "loop-detected"
     ]
+
+
+def test_no_environment_snapshot_after_a_summary():
+    from iflow.context import apply_summary, build_summary_request
+    from iflow.context.tokens import CharEstimateCounter
+
+    history: list[Message] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "working"},
+        {"role": "user", "content": "and now?"},
+    ]
+    request = build_summary_request(history, ContextConfig(keep_recent_messages=1), CharEstimateCounter())
+    assert request is not None
+    summarized, _ = apply_summary(request, "## Goal\ntask", ContextConfig(), CharEstimateCounter())
+    assert [m["role"] for m in summarized] == ["system", "user", "user"]
+    assert kinds(summarized, ContextInputs(environment=ENV)) == []
+
+
+def test_content_parts_are_read_and_extended():
+    history: list[Message] = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    prepared = prepare(history, inputs=ContextInputs(environment=ENV))
+    content = prepared.messages[0]["content"]
+    assert isinstance(content, list) and content[0] == {"type": "text", "text": "hi"}
+    assert content[1]["text"].startswith("<system-reminder>\nThis is the environment")
+    assert prepare(prepared.messages, inputs=ContextInputs(environment=ENV)).reminders == ()
