@@ -1,0 +1,151 @@
+"""`RockletClient`: the async client of one rocklet, over its unix socket (httpx)."""
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from rock.rocklet.errors import ERROR_TYPES, RockletError, RockletUnavailable
+from rock.rocklet.output import DEFAULT_MAX_OUTPUT
+from rock.rocklet.types import (
+    CreateSessionRequest,
+    ErrorBody,
+    ExecRequest,
+    ForwarderInfo,
+    ForwarderRequest,
+    Health,
+    Observation,
+    RunRequest,
+)
+
+DEFAULT_TIMEOUT = 60.0
+# Time the HTTP request may take beyond the command's own timeout (killing, reporting, a busy host).
+REQUEST_MARGIN = 30.0
+
+
+class RockletClient:
+    def __init__(self, socket_path: str | Path, request_timeout: float = 60.0) -> None:
+        self.socket_path = str(socket_path)
+        self._http = httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(uds=self.socket_path),
+            base_url="http://rocklet",
+            timeout=request_timeout,
+        )
+
+    async def __aenter__(self) -> "RockletClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._http.request(method, url, **kwargs)
+        except httpx.TimeoutException:
+            raise RockletUnavailable(
+                f"rocklet at {self.socket_path} did not answer {method} {url} in time; "
+                "the sandbox may be overloaded or stopped"
+            ) from None
+        except httpx.TransportError as exc:
+            raise RockletUnavailable(
+                f"rocklet at {self.socket_path} is unreachable ({exc or type(exc).__name__}); "
+                "is the sandbox running and its socket folder mounted?"
+            ) from None
+        if response.status_code >= 400:
+            raise _error_from(response)
+        return response
+
+    async def wait_ready(self, timeout: float = 30.0) -> Health:
+        """Poll /health until the rocklet answers; RockletUnavailable after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            try:
+                return await self.health(timeout=max(min(deadline - time.monotonic(), 5.0), 0.1))
+            except RockletUnavailable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise RockletUnavailable(
+                        f"rocklet did not become ready within {timeout:g} s: {exc}"
+                    ) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    async def health(self, timeout: float = 10.0) -> Health:
+        response = await self._request("GET", "/health", timeout=timeout)
+        return Health.model_validate_json(response.content)
+
+    async def create_session(
+        self, name: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> None:
+        body = CreateSessionRequest(name=name, env=env, cwd=cwd)
+        await self._request("POST", "/sessions", json=body.model_dump())
+
+    async def run(
+        self,
+        cmd: str,
+        session: str = "default",
+        timeout: float = DEFAULT_TIMEOUT,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> Observation:
+        """Run `cmd` in the named persistent session (opened on first use)."""
+        body = RunRequest(cmd=cmd, timeout=timeout, max_output=max_output)
+        response = await self._request(
+            "POST",
+            f"/sessions/{quote(session, safe='')}/run",
+            json=body.model_dump(),
+            timeout=timeout + REQUEST_MARGIN,
+        )
+        return Observation.model_validate_json(response.content)
+
+    async def close_session(self, name: str) -> None:
+        await self._request("DELETE", f"/sessions/{quote(name, safe='')}")
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        timeout: float = DEFAULT_TIMEOUT,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> Observation:
+        """Run `cmd` as a fresh process (a string goes through the shell; a list runs as argv)."""
+        body = ExecRequest(cmd=cmd, timeout=timeout, cwd=cwd, env=env, max_output=max_output)
+        response = await self._request(
+            "POST", "/exec", json=body.model_dump(), timeout=timeout + REQUEST_MARGIN
+        )
+        return Observation.model_validate_json(response.content)
+
+    async def read_file(self, path: str) -> bytes:
+        return (await self._request("GET", "/files", params={"path": path})).content
+
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        params = {"path": path} | ({"mode": format(mode, "o")} if mode is not None else {})
+        await self._request("PUT", "/files", params=params, content=data)
+
+    async def upload(self, tar_bytes: bytes, dest: str) -> None:
+        """Unpack a tar archive under `dest` inside the sandbox."""
+        await self._request("PUT", "/archive", params={"dest": dest}, content=tar_bytes)
+
+    async def download(self, path: str) -> bytes:
+        """A tar archive of `path` (file or folder) inside the sandbox, named by its last component."""
+        return (await self._request("GET", "/archive", params={"path": path})).content
+
+    async def start_forwarder(self, port: int, target_socket: str = "/run/rock/model.sock") -> ForwarderInfo:
+        """Listen on 127.0.0.1:`port` inside the sandbox and forward each connection to `target_socket`."""
+        body = ForwarderRequest(port=port, target_socket=target_socket)
+        response = await self._request("POST", "/forwarders", json=body.model_dump())
+        return ForwarderInfo.model_validate_json(response.content)
+
+
+def _error_from(response: httpx.Response) -> RockletError:
+    try:
+        info = ErrorBody.model_validate_json(response.content).error
+    except ValueError:
+        return RockletError(f"rocklet answered HTTP {response.status_code}: {response.text[:500]}")
+    return ERROR_TYPES.get(info.type, RockletError)(info.message)

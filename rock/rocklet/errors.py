@@ -1,0 +1,65 @@
+"""Typed rocklet errors. The server sends `{"error": {"type": ..., "message": ...}}`; the client raises the
+same class again. Standard library only: the server imports this module too."""
+
+
+class RockletError(Exception):
+    """Base class for every error the rocklet or its client raises."""
+
+    status = 500
+
+
+class RockletUnavailable(RockletError):
+    """The rocklet's socket does not answer (not started yet, crashed, or the sandbox is gone)."""
+
+    status = 503
+
+
+class BadRequest(RockletError):
+    """The request is malformed: a missing field or a value of the wrong type."""
+
+    status = 400
+
+
+class SessionNotFound(RockletError):
+    """No shell session has this name."""
+
+    status = 404
+
+
+class SessionExists(RockletError):
+    """A shell session with this name is already open."""
+
+    status = 409
+
+
+class RemoteFileNotFound(RockletError):
+    """The path does not exist inside the sandbox."""
+
+    status = 404
+
+
+class RemoteFileError(RockletError):
+    """Reading, writing or unpacking a file inside the sandbox failed (permissions, not a file, bad tar)."""
+
+    status = 422
+
+
+class ForwarderError(RockletError):
+    """The TCP forwarder could not listen on the requested port."""
+
+    status = 409
+
+
+ERROR_TYPES: dict[str, type[RockletError]] = {
+    cls.__name__: cls
+    for cls in (
+        RockletError,
+        RockletUnavailable,
+        BadRequest,
+        SessionNotFound,
+        SessionExists,
+        RemoteFileNotFound,
+        RemoteFileError,
+        ForwarderError,
+    )
+}

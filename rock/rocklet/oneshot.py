@@ -1,0 +1,65 @@
+"""One-shot exec: a fresh process per call, with the same timeout and output cap as sessions."""
+
+import os
+import select
+import subprocess
+import time
+
+from rock.rocklet.errors import BadRequest
+from rock.rocklet.output import CappedOutput, observation
+from rock.rocklet.procs import enlarge_pipe, kill_session, reap, spawn
+from rock.rocklet.shell import KILL_GRACE, READ_SIZE, find_shell
+
+
+def run_once(
+    cmd: str | list[str], timeout: float, cwd: str | None, env: dict[str, str], max_output: int
+) -> dict[str, object]:
+    """Run `cmd` (a shell string, or an argv list run without a shell) in its own session."""
+    argv = [find_shell(env), "-c", cmd] if isinstance(cmd, str) else cmd
+    if not argv:
+        raise BadRequest("cmd is an empty list: pass a program and its arguments")
+    if cwd is not None and not os.path.isdir(cwd):
+        raise BadRequest(f"cwd {cwd!r} is not a directory inside the sandbox; pass an existing one")
+    output = CappedOutput(max_output)
+    started = time.monotonic()
+    try:
+        proc = spawn(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        output.feed(f"{argv[0]}: command not found\n".encode())
+        return observation(output, 127, time.monotonic() - started, False, timeout)
+    except PermissionError:
+        output.feed(f"{argv[0]}: permission denied\n".encode())
+        return observation(output, 126, time.monotonic() - started, False, timeout)
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    enlarge_pipe(fd)
+    timed_out = False
+    deadline = started + timeout
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            if timed_out:
+                break  # something that left the session still holds the pipe open: stop reading
+            timed_out = True
+            kill_session(proc.pid)
+            deadline = time.monotonic() + KILL_GRACE
+            continue
+        if not select.select([fd], [], [], wait)[0]:
+            continue
+        data = os.read(fd, READ_SIZE)
+        if not data:
+            break
+        output.feed(data)
+    proc.stdout.close()
+    exit_code = reap(proc)
+    if exit_code < 0:
+        exit_code = 128 - exit_code
+    return observation(output, exit_code, time.monotonic() - started, timed_out, timeout)

@@ -1,0 +1,87 @@
+"""Finding and killing every process of a session (Linux /proc), so a timeout leaves nothing running.
+
+A command started by the rocklet is a session leader; everything it forks keeps that session id unless it
+calls setsid itself. Killing by session id also catches children that moved to their own process group.
+"""
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Collection
+from typing import Any
+
+_F_SETPIPE_SZ = 1031
+
+
+def _processes() -> list[tuple[int, bytes, int, int]]:
+    """(pid, state, ppid, session id) of every process visible in /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        # The command name sits in parentheses and may itself contain spaces or parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        found.append((int(entry), fields[0], int(fields[1]), int(fields[3])))
+    return found
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of live (non-zombie) processes whose session id is `sid`."""
+    return [pid for pid, state, _, session in _processes() if session == sid and state != b"Z"]
+
+
+def kill_session(sid: int, spare: Collection[int] = (), rounds: int = 20) -> None:
+    """SIGKILL every process in session `sid` except those in `spare`, repeating while new forks appear."""
+    for _ in range(rounds):
+        victims = [pid for pid in session_members(sid) if pid not in spare]
+        if not victims:
+            return
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def enlarge_pipe(fd: int, size: int = 1 << 20) -> None:
+    """Ask for a bigger pipe buffer so a chatty command costs fewer reads; the default is fine too."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
+
+
+# Children the rocklet waits for itself. As PID 1 it also inherits every orphan in the sandbox, and must reap
+# those without stealing the exit status of its own children, so both sides take this lock.
+_spawn_lock = threading.Lock()
+_spawned: set[int] = set()
+
+
+def spawn(argv: list[str], **kwargs: Any) -> "subprocess.Popen[bytes]":
+    with _spawn_lock:
+        proc = subprocess.Popen(argv, **kwargs)
+        _spawned.add(proc.pid)
+    return proc
+
+
+def reap(proc: "subprocess.Popen[bytes]") -> int:
+    code = proc.wait()
+    with _spawn_lock:
+        _spawned.discard(proc.pid)
+    return code
+
+
+def reap_orphans_forever(interval: float = 1.0) -> None:
+    me = os.getpid()
+    while True:
+        time.sleep(interval)
+        with _spawn_lock:
+            for pid, state, ppid, _ in _processes():
+                if state == b"Z" and ppid == me and pid not in _spawned:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(pid, os.WNOHANG)

@@ -1,0 +1,232 @@
+"""Named persistent shell sessions: one live shell per session; cwd, variables and functions persist.
+
+The shell is bash when the image has it (else sh), started interactive but without a terminal: on a timeout
+SIGINT then aborts the running command list and returns the shell to its prompt, as Ctrl-C would. Each
+command is handed over as `eval '<command>' </dev/null`, followed by a line that prints a marker with a
+per-command nonce, the exit status and $PWD; the rocklet reads the shell's output up to that marker. After a
+timeout every process the command started is killed, while jobs put in the background by earlier commands
+are spared. A shell that still does not answer (its stdout redirected, say) is replaced by a new one that
+gets back the last cwd and exported variables, so the session stays usable either way.
+"""
+
+import os
+import pty
+import re
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from rock.rocklet.errors import BadRequest, RockletError
+from rock.rocklet.output import CappedOutput, observation
+from rock.rocklet.procs import enlarge_pipe, kill_session, reap, session_members, spawn
+
+STARTUP_TIMEOUT = 10.0
+INTERRUPT_GRACE = 1.0
+KILL_GRACE = 2.0
+READ_SIZE = 1 << 20
+SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def find_shell(env: dict[str, str]) -> str:
+    """bash when the image has it, else the POSIX sh every image has."""
+    return shutil.which("bash", path=env.get("PATH", os.defpath)) or "/bin/sh"
+
+
+def session_argv(shell: str) -> list[str]:
+    """Interactive where Ctrl-C semantics are known to work without a terminal (bash, busybox sh).
+
+    dash, for one, drops its buffered input after any error when interactive, which would lose the marker
+    line; such shells run non-interactive, and a timeout then replaces the shell (cwd and exports survive).
+    """
+    if os.path.basename(shell) == "bash":
+        return [shell, "--noprofile", "--norc", "--noediting", "-i"]
+    if os.path.basename(os.path.realpath(shell)) == "busybox":
+        return [shell, "-i"]
+    return [shell]
+
+
+def sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+class MarkerScanner:
+    """Feeds output to a sink until `marker` appears, then collects the rest of the marker's line."""
+
+    def __init__(self, marker: bytes, sink: CappedOutput) -> None:
+        self.marker = marker
+        self.sink = sink
+        self.carry = b""
+        self.line: bytes | None = None
+        self.leftover = b""
+
+    def feed(self, data: bytes) -> bool:
+        """True once the whole marker line has been seen."""
+        if self.line is None:
+            buf = self.carry + data
+            found = buf.find(self.marker)
+            if found < 0:
+                # Hold back a possible partial marker at the end of this chunk.
+                split = max(len(buf) - len(self.marker) + 1, 0)
+                self.sink.feed(buf[:split])
+                self.carry = buf[split:]
+                return False
+            self.sink.feed(buf[:found])
+            self.carry = b""
+            self.line = buf[found + len(self.marker) :]
+        else:
+            self.line += data
+        end = self.line.find(b"\n")
+        if end < 0:
+            return False
+        self.leftover = self.line[end + 1 :]
+        self.line = self.line[:end]
+        return True
+
+    def flush(self) -> None:
+        self.sink.feed(self.carry)
+        self.carry = b""
+
+
+class ShellSession:
+    def __init__(self, name: str, env: dict[str, str], cwd: str | None, state_dir: Path) -> None:
+        if not SESSION_NAME.match(name):
+            raise BadRequest(
+                f"session name {name!r} is invalid: use 1-64 letters, digits, '_', '.' or '-', starting with "
+                "a letter or digit"
+            )
+        self.name = name
+        self.env = env
+        self.cwd = cwd or os.getcwd()
+        if not os.path.isdir(self.cwd):
+            raise BadRequest(f"cwd {self.cwd!r} is not a directory inside the sandbox; pass an existing one")
+        self.argv = session_argv(find_shell(env))
+        self.state_file = state_dir / f"{name}.env"
+        self.state_file.unlink(missing_ok=True)
+        self.lock = threading.Lock()
+        self.pending = b""
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._spawn()
+
+    def _spawn(self) -> None:
+        # An interactive bash keeps a handle on the terminal it started with and complains on every command
+        # killed by a signal when that is not a tty; so the shell starts with a spare pty as stderr, and its
+        # first line moves stderr to the output pipe. Commands themselves never see a terminal.
+        self.pty_master, pty_slave = pty.openpty()
+        try:
+            self.proc = spawn(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=pty_slave,
+                env=self.env,
+                cwd=self.cwd if os.path.isdir(self.cwd) else "/",
+                start_new_session=True,
+            )
+        finally:
+            os.close(pty_slave)
+        assert self.proc.stdout is not None
+        enlarge_pipe(self.proc.stdout.fileno())
+        # A replacement shell first gets back the exported variables of the one it replaces. The settings
+        # undo what an interactive shell does for a person at a terminal; what the shell prints before the
+        # first marker (a banner, warnings) is dropped.
+        restore = f". {sh_quote(str(self.state_file))} >/dev/null 2>&1\n" if self.state_file.exists() else ""
+        bash_only = (
+            "set +H +o history\nunset HISTFILE MAILCHECK PROMPT_COMMAND\n" if "--norc" in self.argv else ""
+        )
+        init = f"exec 2>&1\n{restore}set +m\n{bash_only}PS1='' PS2=''\n"
+        result = self._run_locked(init, STARTUP_TIMEOUT, 0, raw=True)
+        if result["exit_code"] is None:
+            self._stop_shell()
+            raise RockletError(
+                f"the shell {self.argv[0]} did not start within {STARTUP_TIMEOUT:g} s; check that it runs "
+                "in this image"
+            )
+
+    def _send(self, script: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(script.encode())
+        self.proc.stdin.flush()
+
+    def _stop_shell(self) -> int | None:
+        if self.proc is None:
+            return None
+        kill_session(self.proc.pid)
+        code = reap(self.proc)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        os.close(self.pty_master)
+        self.proc = None
+        self.pending = b""
+        return code
+
+    def run(self, cmd: str, timeout: float, max_output: int) -> dict[str, object]:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._stop_shell()
+                self._spawn()
+            return self._run_locked(cmd, timeout, max_output)
+
+    def _run_locked(self, cmd: str, timeout: float, max_output: int, raw: bool = False) -> dict[str, object]:
+        assert self.proc is not None and self.proc.stdout is not None
+        nonce = secrets.token_hex(8)
+        # The marker is split in the source so that `set -x` tracing of this line cannot forge it.
+        script = (
+            ("" if raw else f"eval {sh_quote(cmd)} </dev/null\n")
+            + (cmd if raw else "")
+            + f"__rock_rc=$?; export -p 2>/dev/null >{sh_quote(str(self.state_file))}; "
+            f'printf \'\\036ROCKLET%s %s %s\\n\' {nonce} "$__rock_rc" "$PWD"\n'
+        )
+        output = CappedOutput(max_output)
+        scanner = MarkerScanner(b"\x1eROCKLET" + nonce.encode() + b" ", output)
+        started = time.monotonic()
+        preexisting = set(session_members(self.proc.pid))
+        self._send(script)
+        fd = self.proc.stdout.fileno()
+        exit_code: int | None = None
+        escalation = 0
+        deadline = started + timeout
+        done = scanner.feed(self.pending) if self.pending else False
+        while not done:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                escalation += 1
+                if escalation == 1:
+                    # What Ctrl-C does: abort the command list, back to the prompt.
+                    os.killpg(self.proc.pid, signal.SIGINT)
+                    deadline = time.monotonic() + INTERRUPT_GRACE
+                elif escalation == 2:
+                    kill_session(self.proc.pid, spare=preexisting)
+                    deadline = time.monotonic() + KILL_GRACE
+                else:
+                    self._stop_shell()
+                    break
+                continue
+            if not select.select([fd], [], [], wait)[0]:
+                continue
+            data = os.read(fd, READ_SIZE)
+            if not data:
+                # The shell exited: the command ran `exit`, or was `exec`ed over it.
+                exit_code = self._stop_shell()
+                break
+            done = scanner.feed(data)
+        scanner.flush()
+        if escalation and self.proc is not None:
+            # What the timed-out command left behind (its background jobs) goes too; earlier jobs stay.
+            kill_session(self.proc.pid, spare=preexisting)
+        if done:
+            self.pending = scanner.leftover
+            status, _, cwd = (scanner.line or b"").decode(errors="replace").partition(" ")
+            exit_code = int(status) if status.isdigit() else None
+            self.cwd = cwd or self.cwd
+        return observation(output, exit_code, time.monotonic() - started, escalation > 0, timeout)
+
+    def close(self) -> None:
+        with self.lock:
+            self._stop_shell()
+        self.state_file.unlink(missing_ok=True)
