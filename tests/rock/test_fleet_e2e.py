@@ -1,0 +1,226 @@
+"""End to end on real Docker: a fleet started from the CLI, sandboxes used through the SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from rock.sdk.errors import CommandTimeout, SandboxFailed
+from rock.sdk.sandbox import AsyncSandbox, Sandbox
+from rock.sdk.types import FailureReason, SandboxState
+from rock.testing import Fleet, short_tmp
+
+pytestmark = pytest.mark.docker
+SMALL = {"cpus": 0.25, "memory": "128m"}
+FORK_BOMB = """
+import subprocess
+procs = []
+try:
+    for _ in range(500):
+        procs.append(subprocess.Popen(["sleep", "30"]))
+    print("no limit")
+except OSError as e:
+    print("stopped at", len(procs), e.errno)
+for p in procs:
+    p.kill()
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Fleet]:
+    from rock.images import ensure_base_images
+
+    ensure_base_images()
+    fleet = Fleet(short_tmp("rock-e2e-"), f"e2e-{uuid.uuid4().hex[:6]}")
+    fleet.admin.start()
+    try:
+        fleet.wait_for_workers()
+        yield fleet
+    finally:
+        fleet.admin.stop()
+        fleet.remove_all_containers()
+
+
+@pytest.mark.slow
+async def test_ten_sandboxes_created_concurrently(fleet: Fleet):
+    async def square(i: int) -> tuple[str, str]:
+        async with AsyncSandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
+            observation = await sandbox.run(f"echo $(( {i} * {i} ))")
+            return sandbox.id, observation.output.strip()
+
+    results = await asyncio.gather(*(square(i) for i in range(10)))
+    assert [out for _, out in results] == [str(i * i) for i in range(10)]
+    assert len({sandbox_id for sandbox_id, _ in results}) == 10
+    assert not fleet.containers() & {sandbox_id for sandbox_id, _ in results}
+
+
+def test_sessions_keep_cwd_and_env_and_a_timeout_leaves_them_usable(fleet: Fleet):
+    with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
+        sandbox.run("mkdir -p /tmp/work && cd /tmp/work && export COLOUR=teal")
+        assert sandbox.run("echo $(pwd) $COLOUR").output.strip() == "/tmp/work teal"
+        other = sandbox.run("echo [$COLOUR] $(pwd)", session="other").output.strip()
+        assert other != "[teal] /tmp/work"
+        with pytest.raises(CommandTimeout) as caught:
+            sandbox.run("echo started; sleep 60", timeout=1)
+        assert caught.value.observation is not None and "started" in caught.value.observation.output
+        after = sandbox.run("echo $(pwd) $COLOUR; exit_code_check=$?; false")
+        assert after.output.strip() == "/tmp/work teal" and after.exit_code == 1
+
+
+def test_files_exec_upload_and_download(fleet: Fleet, tmp_path):
+    with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
+        sandbox.write_file("/tmp/hello.txt", "hi there\n")
+        assert sandbox.read_file("/tmp/hello.txt") == b"hi there\n"
+        argv = sandbox.exec(["python3", "-c", "import sys; print(sys.argv[1:])", "a b", "c"])
+        assert argv.output.strip() == "['a b', 'c']" and argv.exit_code == 0
+        assert sandbox.exec("pwd", cwd="/tmp").output.strip() == "/tmp"
+        project = tmp_path / "project"
+        (project / "src").mkdir(parents=True)
+        (project / "src" / "main.py").write_text("print('uploaded')\n")
+        sandbox.upload(project, "/tmp")
+        assert sandbox.run("python3 /tmp/project/src/main.py").output.strip() == "uploaded"
+        sandbox.run("mkdir -p /tmp/out && echo result > /tmp/out/r.txt")
+        local = sandbox.download("/tmp/out", tmp_path / "back")
+        assert (local / "r.txt").read_text() == "result\n"
+
+
+def test_a_default_sandbox_has_no_network(fleet: Fleet):
+    probe = (
+        "import socket\n"
+        "for host in ('192.0.2.1', '1.1.1.1'):\n"
+        "    s = socket.socket(); s.settimeout(3)\n"
+        "    try:\n"
+        "        s.connect((host, 80)); print(host, 'connected')\n"
+        "    except OSError as e:\n"
+        "        print(host, type(e).__name__, e.errno)\n"
+    )
+    with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
+        sandbox.write_file("/tmp/probe.py", probe)
+        out = sandbox.exec(["python3", "/tmp/probe.py"], timeout=20).output.split("\n")
+        assert "192.0.2.1 OSError 101" in out and "1.1.1.1 OSError 101" in out  # ENETUNREACH
+        interfaces = sandbox.exec("tail -n +3 /proc/net/dev | cut -d: -f1").output.split()
+        assert interfaces == ["lo"]
+        assert sandbox.exec("id -u").output.strip() == "1000"
+
+
+def test_the_busybox_image_works_without_python_or_libc(fleet: Fleet):
+    with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
+        sandbox.run("cd /tmp && export N=7")
+        assert sandbox.run("echo $N $(pwd)").output.strip() == "7 /tmp"
+        assert sandbox.exec("command -v python3 || echo none").output.strip() == "none"
+        assert (
+            sandbox.exec("ls /lib /usr/lib 2>/dev/null | grep -c 'libc\\.so' || true").output.strip() == "0"
+        )
+
+
+def test_unknown_image_fails_with_a_clear_error(fleet: Fleet):
+    with pytest.raises(SandboxFailed, match="rock image build") as caught:
+        Sandbox("no-such-image:1.0", admin_url=fleet.url, **SMALL)
+    assert caught.value.reason == FailureReason.IMAGE_ERROR
+
+
+def test_an_oom_sandbox_is_reported_as_such(fleet: Fleet):
+    sandbox = Sandbox("python:3.11", admin_url=fleet.url, cpus=0.5, memory="64m")
+    try:
+        with pytest.raises(SandboxFailed, match="OOM-killed") as caught:
+            sandbox.run("python3 -c 'b = bytearray(400 * 1024 * 1024); print(len(b))'", timeout=60)
+        assert caught.value.reason == FailureReason.OOM_KILLED
+        info = sandbox.refresh()
+        assert (info.state, info.failure_reason) == (SandboxState.FAILED, FailureReason.OOM_KILLED)
+    finally:
+        sandbox.close()
+
+
+def test_flooding_output_and_fork_bombs_are_contained(fleet: Fleet):
+    with Sandbox("python:3.11", admin_url=fleet.url, cpus=0.5, memory="256m", pids=64) as sandbox:
+        flood = sandbox.run("head -c 300000000 /dev/zero | tr '\\0' x", timeout=60)
+        assert flood.truncated and len(flood.output) < 10_000_000
+        sandbox.write_file("/tmp/bomb.py", FORK_BOMB)
+        bomb = sandbox.exec(["python3", "/tmp/bomb.py"], timeout=60).output.split()
+        assert bomb[:2] == ["stopped", "at"] and int(bomb[2]) < 64 and bomb[3] == "11"  # EAGAIN
+        assert sandbox.run("echo still fine").output.strip() == "still fine"
+    assert httpx.get(f"{fleet.url}/health").json()["workers"] == 1
+
+
+def test_ttl_stops_a_sandbox(fleet: Fleet):
+    sandbox = Sandbox("busybox", admin_url=fleet.url, ttl=1, **SMALL)
+    try:
+        deadline = time.monotonic() + 20
+        while sandbox.refresh().state is SandboxState.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sandbox.info.state is SandboxState.STOPPED and "ttl" in (sandbox.info.detail or "")
+        assert sandbox.id not in fleet.containers()
+    finally:
+        sandbox.close()
+
+
+def test_restarting_the_admin_keeps_the_sandbox_list(fleet: Fleet):
+    sandbox = Sandbox("busybox", admin_url=fleet.url, **SMALL)
+    try:
+        sandbox.run("cd /tmp && export KEPT=yes")
+        fleet.admin.stop()
+        fleet.admin.start()
+        fleet.wait_for_workers()
+        listed = {info["id"]: info["state"] for info in httpx.get(f"{fleet.url}/v1/sandboxes").json()}
+        assert listed[sandbox.id] == "running"
+        assert sandbox.run("echo $KEPT $(pwd)").output.strip() == "yes /tmp"
+    finally:
+        sandbox.close()
+    assert sandbox.id not in fleet.containers()
+
+
+def test_killing_and_restarting_a_worker_leaves_no_orphan_container():
+    fleet = Fleet(short_tmp("rock-e2e-w-"), f"e2e-w-{uuid.uuid4().hex[:6]}", local_worker=False)
+    fleet.admin.start()
+    fleet.worker.start()
+    try:
+        fleet.wait_for_workers()
+        kept = Sandbox("busybox", admin_url=fleet.url, **SMALL)
+        dropped = Sandbox("busybox", admin_url=fleet.url, **SMALL)
+        kept.run("export MARK=adopted")
+        assert fleet.containers() == {kept.id, dropped.id}
+        fleet.worker.stop(signal.SIGKILL)
+        dropped.close()  # the admin forgets it while its worker is down
+        fleet.worker.start()
+        deadline = time.monotonic() + 30
+        while fleet.containers() != {kept.id} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fleet.containers() == {kept.id}
+        assert kept.run("echo $MARK").output.strip() == "adopted"
+        kept.close()
+        assert fleet.containers() == set()
+    finally:
+        fleet.worker.stop()
+        fleet.admin.stop()
+        fleet.remove_all_containers()
+
+
+def test_an_admin_beyond_127_0_0_1_from_the_cli():
+    fleet = Fleet(short_tmp("rock-e2e-a-"), "unused", local_worker=False)
+    refused = Fleet(short_tmp("rock-e2e-a-"), "unused", local_worker=False)
+    key = "secret-key-" + uuid.uuid4().hex
+    fleet.admin.args += ["--host", "127.0.0.2", "--api-key", key]
+    fleet.url = fleet.url.replace("127.0.0.1", "127.0.0.2")
+    refused.admin.args += ["--host", "127.0.0.2"]
+    refused.admin.start()
+    fleet.admin.start()
+    try:
+        assert refused.admin.proc is not None and refused.admin.proc.wait(timeout=60) == 2
+        assert "needs an API key" in refused.admin.log.read_text()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                response = httpx.get(f"{fleet.url}/v1/sandboxes", timeout=2)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert response.status_code == 401
+        assert httpx.get(f"{fleet.url}/v1/sandboxes", headers={"Authorization": f"Bearer {key}"}).json() == []
+    finally:
+        fleet.admin.stop()
