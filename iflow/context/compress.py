@@ -160,9 +160,9 @@ def summary_request_from_counts(
         if following >= len(messages):
             break
         start = following
-    if start <= head_end:
-        return None
     summarized = tuple(messages[head_end:start])
+    if all(message_text(m).startswith(SUMMARY_INTRO) for m in summarized):
+        return None  # nothing new since the last summary: summarizing it again would not free anything
     names = {call["id"]: call["function"]["name"] for m in summarized for call in m.get("tool_calls") or ()}
     touched: dict[str, None] = {}
     tracked = set(config.read_only_tools) | set(config.write_tools)

@@ -154,7 +154,13 @@ def _todo_reminder(call: ToolCall, results: Sequence[Message]) -> Reminder | Non
 def add_reminders(
     messages: Sequence[Message], config: ContextConfig, inputs: ContextInputs
 ) -> tuple[list[Message], tuple[Reminder, ...]]:
-    """The history with the tail's missing reminders placed at its end, and the reminders added."""
+    """The history with the tail's missing reminders placed at its end, and the reminders added.
+
+    Nothing is added while the history ends with the model's reply: nothing has happened since, and a
+    message after an unanswered tool call would separate the call from its results.
+    """
+    if messages and messages[-1]["role"] == "assistant":
+        return list(messages), ()
     start = tail_start(messages)
     present = "\n".join(message_text(m) for m in messages[start:] if m["role"] != "tool")
     new = tuple(r for r in dict.fromkeys(tail_reminders(messages, config, inputs)) if r.text not in present)

@@ -239,3 +239,35 @@ def test_state_reuses_counts_and_stays_bounded():
     for i in range(200):
         _, state = count_tokens([{"role": "user", "content": f"m{i}"}], counter, state)
     assert len(state.counts_by_content) <= 2 + 64
+
+
+def test_tokenizer_counter_counts_real_tokens():
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    from iflow.context import TokenizerCounter
+
+    words = Tokenizer(WordLevel({"[UNK]": 0, "read": 1, "the": 2, "file": 3}, unk_token="[UNK]"))
+    words.pre_tokenizer = Whitespace()
+    counter = TokenizerCounter(PreTrainedTokenizerFast(tokenizer_object=words), name="words")
+    assert counter.count("read the file now") == 4
+    assert counter.count("") == 0
+    counts, state = count_tokens([{"role": "user", "content": "read the file"}], counter)
+    assert counts == [4 + 3] and state.counter_name == "words"
+    # a state made with another counter is not reused
+    other, _ = count_tokens([{"role": "user", "content": "read the file"}], COUNTER, state)
+    assert other == [4 + 4]
+
+
+def test_a_lone_summary_is_not_summarized_again():
+    history = session(0)
+    request = build_summary_request(history, config(), COUNTER)
+    assert request is not None
+    summarized, _ = apply_summary(request, "## Goal\nx", config(), COUNTER)
+    assert [m["role"] for m in summarized] == ["system", "user", "assistant", "user"]
+    assert build_summary_request(summarized, config(), COUNTER) is None
+    longer = [*summarized, {"role": "assistant", "content": "more"}, {"role": "user", "content": "go"}]
+    again = build_summary_request(longer, config(), COUNTER)
+    assert again is not None and again.summarized == tuple(summarized[1:])

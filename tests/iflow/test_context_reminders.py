@@ -110,7 +110,11 @@ def test_todo_change_is_reminded_after_a_successful_todo_write_only():
 
 
 def test_file_modified_comes_from_inputs():
-    history: list[Message] = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    history: list[Message] = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+    ]
     inputs = ContextInputs(modified_files=(FileModification("src/app.py", "+1 line"),))
     prepared = prepare(history, inputs=inputs)
     assert [r.kind for r in prepared.reminders] == ["file-modified"]
@@ -159,6 +163,7 @@ def test_repeated_output_chunks():
     history: list[Message] = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": "ok ok. " * 100},
+        {"role": "user", "content": "and?"},
     ]
     assert kinds(history) == ["loop-detected"]
 
@@ -207,3 +212,9 @@ def test_content_parts_are_read_and_extended():
     assert isinstance(content, list) and content[0] == {"type": "text", "text": "hi"}
     assert content[1]["text"].startswith("<system-reminder>\nThis is the environment")
     assert prepare(prepared.messages, inputs=ContextInputs(environment=ENV)).reminders == ()
+
+
+def test_nothing_is_added_after_the_models_own_reply():
+    history = repeated_reads(5)[:-1]  # ends with the fifth call, its result not there yet
+    prepared = prepare(history, inputs=ContextInputs(modified_files=(FileModification("a"),)))
+    assert prepared.reminders == () and prepared.messages == history
