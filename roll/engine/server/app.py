@@ -1,0 +1,95 @@
+"""The OpenAI-compatible HTTP API over any `InferenceEngine`: `create_app(engine, loaded)`.
+
+The app starts the engine when it starts serving and shuts it down when it stops, so the engine's decode loop
+runs on the server's event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from roll.engine.protocol import InferenceEngine
+from roll.engine.server.chat import create_chat_completion
+from roll.engine.server.completions import create_completion
+from roll.engine.server.errors import install_error_handlers
+from roll.engine.server.metrics import ServerMetrics
+from roll.engine.server.schemas import ChatCompletionRequest, CompletionRequest
+from roll.engine.server.state import ServerState
+
+if TYPE_CHECKING:
+    from roll.models import LoadedModel
+
+
+def create_app(engine: InferenceEngine, loaded: LoadedModel) -> FastAPI:
+    """An app serving `loaded` (named by its `model_id`) through `engine`."""
+    state = ServerState(engine=engine, loaded=loaded, metrics=ServerMetrics(engine))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.shutdown()
+
+    app = FastAPI(title="ROLL inference server", lifespan=lifespan)
+    app.state.roll = state
+    install_error_handlers(app)
+
+    @app.middleware("http")
+    async def count_requests(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        route = request.scope.get("route")
+        endpoint = getattr(route, "path", "unmatched")  # the route, not the raw path: bounded label values
+        state.metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        return response
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        stats = engine.stats()
+        return {
+            "status": "ok",
+            "model": state.model_id,
+            "weight_version": stats.weight_version,
+            "sleeping": stats.sleeping,
+            "running": stats.running,
+            "waiting": stats.waiting,
+        }
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": state.model_id,
+                    "object": "model",
+                    "created": state.created,
+                    "owned_by": "roll",
+                    "max_model_len": engine.max_context,
+                }
+            ],
+        }
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(
+        body: ChatCompletionRequest, request: Request
+    ) -> JSONResponse | StreamingResponse:
+        return await create_chat_completion(state, body, request)
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(body: CompletionRequest, request: Request) -> JSONResponse | StreamingResponse:
+        return await create_completion(state, body, request)
+
+    return app
