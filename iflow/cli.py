@@ -55,10 +55,14 @@ def run(
         bool, typer.Option(help="For models without native tool calls: use <tool_call> blocks in text.")
     ] = False,
     sandbox: Annotated[
-        str | None, typer.Option(help="Run every tool in a ROCK sandbox started from this image.")
+        str | None,
+        typer.Option(
+            help="Run every tool in a ROCK sandbox from this image; the current directory is copied in, "
+            "changes stay in the sandbox (ROCK_ADMIN_URL picks the admin)."
+        ),
     ] = None,
     sandbox_workdir: Annotated[
-        str, typer.Option(help="Working directory inside the sandbox.")
+        str, typer.Option(help="Folder in the sandbox that receives the copy.")
     ] = "/workspace",
 ) -> None:
     from rich.console import Console

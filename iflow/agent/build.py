@@ -38,7 +38,7 @@ class AgentOptions:
     max_time_s: float | None = None
     tool_format: Literal["native", "text"] = "native"
     sandbox_image: str | None = None  # set: tools run in a ROCK sandbox from this image
-    sandbox_workdir: str = "/workspace"
+    sandbox_workdir: str = "/workspace"  # the working directory is copied into it
 
 
 def llm_config(settings: Settings, options: AgentOptions) -> LLMConfig:
@@ -96,7 +96,7 @@ def make_executor(options: AgentOptions) -> Executor:
         return LocalExecutor(options.cwd)
     from iflow.executors.rock import RockExecutor
 
-    return RockExecutor.start(options.sandbox_image, workdir=options.sandbox_workdir)
+    return RockExecutor.start(options.sandbox_image, workdir=options.sandbox_workdir, upload=options.cwd)
 
 
 @dataclass

@@ -107,7 +107,7 @@ class Agent:
             return self._finish(TerminationReason.LLM_ERROR, rounds, started, last_text, str(error))
 
     def compress(self) -> CompressionReport | None:
-        """A full summary now (``/compress``); None when the history is too short to summarize."""
+        """A full summary now (``/compress``); None when there is nothing to summarize or it failed."""
         request = build_summary_request(self.messages, self.config.context, self.counter)
         if request is None:
             return None
@@ -160,10 +160,13 @@ class Agent:
             self._summarize(prepared.summary_request)
         return self.messages
 
-    def _summarize(self, request: SummaryRequest) -> CompressionReport:
+    def _summarize(self, request: SummaryRequest) -> CompressionReport | None:
         self.runtime.events.on_notice("summarizing the conversation to free context ...")
         reply = self.runtime.llm.complete(list(request.messages), None, None)
         self._run_usage.add(reply.usage)
+        if not reply.content.strip():
+            self.runtime.events.on_notice("the summary came back empty; keeping the full history")
+            return None
         contents = {}
         for path in request.touched_files:
             try:

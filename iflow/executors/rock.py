@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 from iflow.executors.base import (
@@ -24,7 +25,7 @@ from iflow.executors.base import (
 )
 
 SHELL_SESSION = "iflow"
-HELPER_TIMEOUT_S = 60.0
+HELPER_TIMEOUT_S = 60.0  # listing, searching, stat: iflow's own commands, not the model's
 
 
 class RockExecutor:
@@ -41,37 +42,53 @@ class RockExecutor:
         self.workdir = workdir
         self.output_cap = output_cap
         self._owns_sandbox = owns_sandbox
-        ready = self._run_raw(
-            f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)}", HELPER_TIMEOUT_S
-        )
-        if ready.exit_code != 0:
-            raise ExecutorError(f"cannot use {workdir} in the sandbox: {ready.output.strip()}")
+        made = self._helper_in("/", f"mkdir -p {shlex.quote(workdir)}")
+        if made.exit_code != 0:
+            raise ExecutorError(f"cannot create {workdir} in the sandbox: {made.output.strip()}")
+        sandbox.create_session(SHELL_SESSION, cwd=workdir)
 
     @classmethod
-    def start(cls, image: str, workdir: str = "/workspace", **sandbox_options: Any) -> RockExecutor:
-        """Start a sandbox from ``image`` (ROCK admin from the SDK's defaults) and own it."""
+    def start(
+        cls, image: str, workdir: str = "/workspace", upload: Path | None = None, **sandbox_options: Any
+    ) -> RockExecutor:
+        """Start a sandbox from ``image`` and own it (the admin comes from ROCK_ADMIN_URL or the default).
+
+        With ``upload``, that local folder is copied to ``workdir/<its name>``, which becomes the workdir.
+        """
         import rock
 
-        return cls(rock.Sandbox(image=image, **sandbox_options), workdir=workdir, owns_sandbox=True)
-
-    def _run_raw(self, command: str, timeout_s: float) -> CommandResult:
-        observation = self.sandbox.run(command, session=SHELL_SESSION, timeout=timeout_s)
-        exit_code = observation.exit_code
-        timed_out = exit_code is None
-        return CommandResult(
-            output=observation.output,
-            exit_code=exit_code,
-            timed_out=timed_out,
-            truncated=bool(getattr(observation, "truncated", False)),
-            duration_s=float(getattr(observation, "duration", 0.0) or 0.0),
-        )
+        sandbox = rock.Sandbox(image=image, **sandbox_options)
+        try:
+            if upload is not None:
+                sandbox.exec(["mkdir", "-p", workdir], timeout=HELPER_TIMEOUT_S)
+                sandbox.upload(upload, workdir)
+                workdir = posixpath.join(workdir, upload.name)
+            return cls(sandbox, workdir=workdir, owns_sandbox=True)
+        except BaseException:
+            sandbox.close()
+            raise
 
     def _helper(self, command: str) -> CommandResult:
-        # A subshell keeps the model's shell state (cwd, variables) untouched by iflow's own commands.
-        return self._run_raw(f"( cd {shlex.quote(self.workdir)} && {command} )", HELPER_TIMEOUT_S)
+        """iflow's own commands run as fresh processes, so the model's shell state stays untouched."""
+        return self._helper_in(self.workdir, command)
+
+    def _helper_in(self, cwd: str, command: str) -> CommandResult:
+        from rock.sdk import CommandTimeout
+
+        try:
+            observation = self.sandbox.exec(command, timeout=HELPER_TIMEOUT_S, cwd=cwd)
+        except CommandTimeout as error:
+            raise ExecutorError(f"listing files in the sandbox took over {HELPER_TIMEOUT_S:g} s") from error
+        return _result(observation)
 
     def run(self, command: str, timeout_s: float) -> CommandResult:
-        result = self._run_raw(command, timeout_s)
+        from rock.sdk import CommandTimeout
+
+        try:
+            result = _result(self.sandbox.run(command, session=SHELL_SESSION, timeout=timeout_s))
+        except CommandTimeout as error:
+            partial = error.observation.output if error.observation is not None else ""
+            result = CommandResult(partial, None, timed_out=True, duration_s=timeout_s)
         text, truncated = cap_output(result.output, self.output_cap)
         result.output = text
         result.truncated = result.truncated or truncated
@@ -91,7 +108,10 @@ class RockExecutor:
             raise ExecutorError(f"{path} is a directory; use list_directory to see its contents")
         if kind == "missing":
             raise ExecutorError(f"{path} does not exist; check the path with glob or list_directory")
-        return self.sandbox.read_file(target)
+        data = self.sandbox.read_file(target)
+        if b"\0" in data[:8192]:
+            raise ExecutorError(f"{path} is a binary file ({len(data)} bytes); iflow reads text files only")
+        return data.decode("utf-8", "replace")
 
     def write_text(self, path: str, content: str) -> None:
         target = self.resolve(path)
@@ -174,3 +194,13 @@ class RockExecutor:
     def close(self) -> None:
         if self._owns_sandbox:
             self.sandbox.close()
+
+
+def _result(observation: Any) -> CommandResult:
+    return CommandResult(
+        output=observation.output,
+        exit_code=observation.exit_code,
+        timed_out=bool(observation.timed_out),
+        truncated=bool(observation.truncated),
+        duration_s=float(observation.duration),
+    )
