@@ -1,0 +1,30 @@
+"""How a container starts the rocklet from the mounted runtime."""
+
+RUNTIME_MOUNT = "/opt/rock"
+ROCKLET_SOCKET = "/run/rock/rocklet.sock"
+LOADER = "lib/ld.so"
+
+
+def rocklet_container_command(socket_path: str = ROCKLET_SOCKET, mount: str = RUNTIME_MOUNT) -> list[str]:
+    """The container's entrypoint: the bundled loader runs the bundled interpreter on the bundled libraries.
+
+    `-I` (isolated mode) keeps the image's PYTHON* variables and the user's site-packages out of the rocklet;
+    the interpreter finds its standard library from its own location, so no environment variable is needed.
+    """
+    return [
+        f"{mount}/{LOADER}",
+        "--library-path",
+        f"{mount}/lib",
+        f"{mount}/bin/python3",
+        "-I",
+        "-m",
+        "rock.rocklet",
+        "--socket",
+        socket_path,
+    ]
+
+
+def rocklet_container_env() -> dict[str, str]:
+    """Variables the container needs for the rocklet: none, so the sandbox's shells see the image's own
+    environment unchanged (a PYTHONHOME here would break the image's Python)."""
+    return {}
