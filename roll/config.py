@@ -82,10 +82,10 @@ def validate_config(model: type[ConfigT], data: dict[str, Any], source: str = "c
 
 
 def _describe(model: type[BaseModel], data: dict[str, Any], err: Any) -> str:
-    loc = [part for part in err["loc"] if isinstance(part, str | int)]
+    loc, parent = _walk(model, data, [part for part in err["loc"] if isinstance(part, str | int)])
     key = ".".join(str(part) for part in loc) or "<root>"
     if err["type"] == "extra_forbidden":
-        allowed = _allowed_keys(model, data, loc[:-1])
+        allowed = sorted(parent.model_fields) if parent is not None else []
         where = f" (allowed keys: {', '.join(allowed)})" if allowed else ""
         return f"{key}: unknown key{where}"
     if err["type"] == "missing":
@@ -95,21 +95,25 @@ def _describe(model: type[BaseModel], data: dict[str, Any], err: Any) -> str:
     return f"{key}: {err['msg']}{given_text}"
 
 
-def _allowed_keys(model: type[BaseModel], data: dict[str, Any], loc: list[str | int]) -> list[str]:
-    """Field names of the model found at `loc`, following discriminated unions by their `type` value."""
+def _walk(
+    model: type[BaseModel], data: dict[str, Any], loc: list[str | int]
+) -> tuple[list[str | int], type[BaseModel] | None]:
+    """The location as the user wrote it (union tags that pydantic inserts removed), and the model that
+    holds its last key (following discriminated unions by their `type` value)."""
+    clean: list[str | int] = []
     current: Any = model
     node: Any = data
-    for part in loc:
+    for position, part in enumerate(loc):
+        is_model = isinstance(current, type) and issubclass(current, BaseModel)
+        if is_model and part not in current.model_fields and position < len(loc) - 1:
+            continue  # a discriminated union's tag, already resolved by the previous step
+        clean.append(part)
+        if position == len(loc) - 1:
+            break
         node = node.get(part) if isinstance(node, dict) else None
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        if part not in current.model_fields:
-            # A discriminated union puts the tag into the location; it was consumed by the previous step.
-            continue
-        current = _model_for(current.model_fields[part].annotation, node)
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return sorted(current.model_fields)
-    return []
+        current = _model_for(current.model_fields[part].annotation, node) if is_model else None
+    parent = current if isinstance(current, type) and issubclass(current, BaseModel) else None
+    return clean, parent
 
 
 def _model_for(annotation: Any, node: Any) -> Any:

@@ -1,0 +1,1 @@
+"""`roll sft`: error-masked supervised fine-tuning on JSONL agent trajectories."""

@@ -1,0 +1,73 @@
+"""Config loading: YAML + key.sub=value overrides; errors name the key and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roll.algo.config import GRPOLossConfig, LossConfig
+from roll.config import ConfigError, StrictConfig, load_config
+from roll.trainer.config import TorchBackendConfig
+
+
+class RunConfig(StrictConfig):
+    trainer: TorchBackendConfig = TorchBackendConfig()
+    loss: LossConfig = GRPOLossConfig()
+    steps: int = 1
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_yaml_and_overrides(tmp_path: Path) -> None:
+    path = _write(tmp_path, "steps: 3\ntrainer:\n  optimizer:\n    lr: 1.0e-4\nloss:\n  type: ipa\n")
+    config = load_config(
+        RunConfig, path, ["trainer.optimizer.lr=2e-5", "loss.gamma=0.9", "trainer.optimizer.betas=[0.8, 0.9]"]
+    )
+    assert config.steps == 3
+    assert config.trainer.optimizer.lr == 2e-5
+    assert config.trainer.optimizer.betas == (0.8, 0.9)
+    assert config.loss.type == "ipa" and config.loss.gamma == 0.9
+
+
+def test_unknown_key_names_the_allowed_keys(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(RunConfig, None, ["trainer.optimizer.learning_rate=1"])
+    message = str(error.value)
+    assert "trainer.optimizer.learning_rate: unknown key" in message
+    assert "allowed keys: betas, eps, grad_clip, lr, weight_decay" in message
+
+
+def test_unknown_key_inside_a_union_variant() -> None:
+    expected = r"loss\.clip_low: unknown key \(allowed keys: gamma, group_baseline"
+    with pytest.raises(ConfigError, match=expected):
+        load_config(RunConfig, None, ["loss.type=ipa", "loss.clip_low=0.1"])
+
+
+def test_bad_values_name_the_key_and_allowed_values() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(RunConfig, None, ["loss.type=ppo", "trainer.dtype=float16", "steps=many"])
+    message = str(error.value)
+    assert "loss: " in message and "'ipa'" in message and "'sft'" in message and "'ppo'" in message
+    assert "trainer.dtype: Input should be 'float32' or 'bfloat16' (got 'float16')" in message
+    assert "steps: " in message and "'many'" in message
+
+
+def test_malformed_override_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"not of the form key\.sub=value"):
+        load_config(RunConfig, None, ["steps"])
+    with pytest.raises(ConfigError, match="steps is a value, not a section"):
+        load_config(RunConfig, None, ["steps=2", "steps.x=1"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(RunConfig, tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_config(RunConfig, _write(tmp_path, "- 1\n- 2\n"))
+
+
+def test_schedule_decay_needs_total_steps() -> None:
+    with pytest.raises(ConfigError, match="needs total_steps"):
+        load_config(RunConfig, None, ["trainer.schedule.type=cosine"])
