@@ -148,6 +148,11 @@ class ContextConfig(BaseModel):
         ("read_file", "list_directory", "glob", "search_file_content", "todo_read"), alias="readOnlyTools"
     )
     write_tools: tuple[str, ...] = Field(("write_file", "replace", "multi_edit"), alias="writeTools")
+    file_tools: tuple[str, ...] = Field(
+        ("read_file", "write_file", "replace", "multi_edit"),
+        alias="fileTools",
+        description="tools whose file argument makes a file 'recently touched' (re-attached after a summary)",
+    )
     path_argument_keys: tuple[str, ...] = Field(
         ("file_path", "path", "absolute_path"), alias="pathArgumentKeys"
     )

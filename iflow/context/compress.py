@@ -165,7 +165,7 @@ def summary_request_from_counts(
         return None  # nothing new since the last summary: summarizing it again would not free anything
     names = {call["id"]: call["function"]["name"] for m in summarized for call in m.get("tool_calls") or ()}
     touched: dict[str, None] = {}
-    tracked = set(config.read_only_tools) | set(config.write_tools)
+    tracked = set(config.file_tools)
     for message in reversed(summarized):
         for call in reversed(message.get("tool_calls") or ()):
             path = _path_of(call, config) if call["function"]["name"] in tracked else None

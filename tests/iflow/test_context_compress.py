@@ -271,3 +271,53 @@ def test_a_lone_summary_is_not_summarized_again():
     longer = [*summarized, {"role": "assistant", "content": "more"}, {"role": "user", "content": "go"}]
     again = build_summary_request(longer, config(), COUNTER)
     assert again is not None and again.summarized == tuple(summarized[1:])
+
+
+def test_only_file_tools_make_files_recently_touched():
+    history = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        assistant_calls(call("g", "glob", '{"pattern": "*.py", "path": "src"}')),
+        tool("g", "src/a.py"),
+        assistant_calls(
+            call("r", "replace", '{"file_path": "src/a.py", "old_string": "a", "new_string": "b"}')
+        ),
+        tool("r", "ok"),
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "next"},
+    ]
+    request = build_summary_request(history, config(), COUNTER)
+    assert request is not None and request.touched_files == ("src/a.py",)
+
+
+DETERMINISM_SCRIPT = """
+import json, sys
+from iflow.context import CharEstimateCounter, prepare
+from iflow.types import ContextConfig
+history = json.load(sys.stdin)
+p = prepare(history, config=ContextConfig(context_window=1000, keep_recent_messages=2),
+            counter=CharEstimateCounter())
+print(json.dumps([p.messages, p.tokens, p.compression.tier, p.summary_request.messages]))
+"""
+
+
+def test_same_result_in_processes_with_different_hash_seeds():
+    import os
+    import subprocess
+    import sys
+
+    history = json.dumps(session(2516))
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", DETERMINISM_SCRIPT],
+            input=history,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1
+    [output] = outputs
+    assert json.loads(output)[1:3] == [800, "light"]
