@@ -94,7 +94,9 @@ class HookOutcome:
     message: str = ""
 
 
-def matching_commands(hooks: Mapping[str, Sequence[HookMatcher]], event: HookEvent, tool_name: str | None):
+def matching_commands(
+    hooks: Mapping[str, Sequence[HookMatcher]], event: HookEvent, tool_name: str | None
+) -> list[HookCommand]:
     """The commands configured for `event` whose matcher selects `tool_name` (in configuration order)."""
     name = tool_name if event in TOOL_EVENTS else None
     return [command for group in hooks.get(event, ()) if group.matches(name) for command in group.hooks]
