@@ -68,6 +68,12 @@ def terminal_pro(
     concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 1,
     task_id: Annotated[list[str] | None, typer.Option(help="Run only these task ids (repeatable).")] = None,
     output: Annotated[Path | None, typer.Option(help="Run folder; an existing one is resumed.")] = None,
+    sandbox: Annotated[
+        str, typer.Option(help="rock (a private local fleet, or --admin-url) | docker")
+    ] = "rock",
+    admin_url: Annotated[
+        str | None, typer.Option(help="Use this ROCK admin instead of a private fleet.")
+    ] = None,
 ) -> None:
     """Run an agent over the tasks and write per-trial JSON, summary.json, report.md and charts."""
     from rich.console import Console
@@ -75,7 +81,7 @@ def terminal_pro(
 
     from rome.bench.agents import AGENT_NAMES
     from rome.bench.report import write_report
-    from rome.bench.runner import run_trials, write_run_config
+    from rome.bench.runner import run_trials, sandbox_provider, write_run_config
 
     console = Console()
     if agent not in AGENT_NAMES:
@@ -97,9 +103,9 @@ def terminal_pro(
     output.mkdir(parents=True, exist_ok=True)
     write_run_config(output, config)
     progress = _Progress(len(suite.tasks) * n_attempts, f"{agent}:")
-    with progress.progress:
+    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
         trials = run_trials(
-            suite.tasks, agent, output, n_attempts, concurrency, model=model, on_trial=progress
+            suite.tasks, agent, output, n_attempts, concurrency, model, provider, on_trial=progress
         )
     summary = write_report(
         output, trials, f"rome-bench terminal-pro: {agent}" + (f" ({model})" if model else "")
@@ -121,11 +127,18 @@ def validate(
     concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 2,
     task_id: Annotated[list[str] | None, typer.Option(help="Validate only these task ids.")] = None,
     output: Annotated[Path | None, typer.Option(help="Folder for the validation trials.")] = None,
+    sandbox: Annotated[
+        str, typer.Option(help="rock (a private local fleet, or --admin-url) | docker")
+    ] = "rock",
+    admin_url: Annotated[
+        str | None, typer.Option(help="Use this ROCK admin instead of a private fleet.")
+    ] = None,
 ) -> None:
     """Check every task: the oracle passes it and the nop agent fails it. Exits 1 on any violation."""
     from rich.console import Console
     from rich.table import Table
 
+    from rome.bench.runner import sandbox_provider
     from rome.bench.tasks import load_tasks
     from rome.bench.validate import validate_tasks
 
@@ -138,8 +151,8 @@ def validate(
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     output = output or Path("runs") / f"validate-{stamp}"
     progress = _Progress(2 * len(suite.tasks), "validate:")
-    with progress.progress:
-        report = validate_tasks(suite.tasks, suite.errors, output, concurrency, on_trial=progress)
+    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+        report = validate_tasks(suite.tasks, suite.errors, output, concurrency, provider, on_trial=progress)
     table = Table(title=f"validation of {tasks_dir}")
     for col in ("task", "domain", "difficulty", "oracle", "nop", "verdict"):
         table.add_column(col)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -44,17 +45,28 @@ def write_trial(output: Path, trial: TrialResult) -> None:
     os.replace(tmp, path)
 
 
-def default_provider() -> SandboxProvider:
-    """ROCK when its SDK is importable, the docker SDK otherwise (or when ROME_BENCH_SANDBOX=docker)."""
-    from rome.bench.sandbox import DockerProvider
+SANDBOX_KINDS = ("rock", "docker")
 
-    if os.environ.get("ROME_BENCH_SANDBOX", "rock") == "docker":
-        return DockerProvider()
-    try:
-        from rome.bench.rock_sandbox import RockProvider
-    except ImportError:
-        return DockerProvider()
-    return RockProvider()
+
+@contextlib.contextmanager
+def sandbox_provider(kind: str = "rock", admin_url: str | None = None) -> Iterator[SandboxProvider]:
+    """Sandboxes for a run: ROCK (a private local fleet unless `admin_url` names one) or plain Docker."""
+    if kind == "docker":
+        from rome.bench.sandbox import DockerProvider
+
+        yield DockerProvider()
+        return
+    if kind != "rock":
+        raise ValueError(f"unknown sandbox kind {kind!r}; choose one of {', '.join(SANDBOX_KINDS)}")
+    from rome.bench.rock_sandbox import RockProvider
+
+    if admin_url:
+        yield RockProvider(admin_url)
+        return
+    from rome.bench.fleet import LocalFleet
+
+    with LocalFleet() as fleet:
+        yield RockProvider(fleet.url)
 
 
 class BuildOutcome:
@@ -102,26 +114,28 @@ def run_trials(
     builds = build_all(needed, workers=min(concurrency, 2))
     if on_built:
         on_built(len(builds))
-    provider = provider or default_provider()
     agent = make_agent(agent_name, model=model)
-    # The build time is charged to the first attempt of a task, the one that waited for it.
-    charged: set[str] = set()
+    # The build time is charged to the first pending attempt of a task, the one that waited for it.
+    first_attempt: dict[str, int] = {}
+    for task, attempt in pending:
+        first_attempt.setdefault(task.id, attempt)
 
-    def one(task: Task, attempt: int) -> TrialResult:
+    def one(task: Task, attempt: int, sandboxes: SandboxProvider) -> TrialResult:
         build = builds[task.id]
-        build_sec = 0.0 if task.id in charged else build.seconds
-        charged.add(task.id)
-        trial = run_trial(task, attempt, agent, provider, build.image, build.error, build_sec, model)
+        build_sec = build.seconds if first_attempt[task.id] == attempt else 0.0
+        trial = run_trial(task, attempt, agent, sandboxes, build.image, build.error, build_sec, model)
         write_trial(output, trial)
         return trial
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = [pool.submit(one, t, a) for t, a in pending]
-        for future in as_completed(futures):
-            trial = future.result()
-            results.append(trial)
-            if on_trial:
-                on_trial(trial)
+    with contextlib.ExitStack() as stack:
+        sandboxes = provider or stack.enter_context(sandbox_provider())
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = [pool.submit(one, t, a, sandboxes) for t, a in pending]
+            for future in as_completed(futures):
+                trial = future.result()
+                results.append(trial)
+                if on_trial:
+                    on_trial(trial)
     results.sort(key=lambda r: (r.task_id, r.attempt))
     return results
 

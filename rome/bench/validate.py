@@ -56,6 +56,11 @@ def validate_tasks(
     provider: SandboxProvider | None = None,
     on_trial: ProgressHook | None = None,
 ) -> ValidationReport:
+    if provider is None:
+        from rome.bench.runner import sandbox_provider
+
+        with sandbox_provider() as opened:
+            return validate_tasks(tasks, load_errors, output, concurrency, opened, on_trial)
     oracle = _by_id(
         run_trials(tasks, "oracle", output / "oracle", 1, concurrency, provider=provider, on_trial=on_trial)
     )

@@ -1,0 +1,114 @@
+"""A private ROCK fleet (admin + one local worker) for one rome-bench run.
+
+Terminal tasks (Harbor, Terminal-Bench) are written for a root shell: they edit /app, /etc, /srv, /root.
+ROCK's default worker runs sandbox processes as uid 1000, so the harness starts its own fleet whose worker
+runs them as uid 0, still with every capability dropped, no-new-privileges and no network.
+`python -m rome.bench.fleet --port P --state-dir D --worker-id W` is that fleet's process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SANDBOX_UID = "0:0"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalFleet:
+    """`with LocalFleet() as fleet:` gives `fleet.url`; leaving the block stops it and its containers."""
+
+    def __init__(self, slots: int = 64, start_timeout: float = 180.0) -> None:
+        # Unix socket paths under the state folder must stay below 108 bytes: keep it short.
+        self.state_dir = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
+        self.worker_id = f"rome-bench-{os.getpid()}-{self.state_dir.name}"
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.slots, self.start_timeout = slots, start_timeout
+        self.log = self.state_dir / "fleet.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> LocalFleet:
+        import httpx
+
+        args = [sys.executable, "-m", "rome.bench.fleet", "--port", str(self.port)]
+        args += [
+            "--state-dir",
+            str(self.state_dir),
+            "--worker-id",
+            self.worker_id,
+            "--slots",
+            str(self.slots),
+        ]
+        with self.log.open("ab") as out:
+            self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"the ROCK fleet exited at start:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).json().get("workers", 0) >= 1:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.__exit__()
+        raise RuntimeError(
+            f"the ROCK fleet did not register a worker within {self.start_timeout:.0f} s; see {self.log}"
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait()
+        self._remove_containers()
+
+    def _remove_containers(self) -> None:
+        import docker
+
+        client = docker.from_env()
+        try:
+            for c in client.api.containers(all=True, filters={"label": f"rock.worker={self.worker_id}"}):
+                client.api.remove_container(c["Id"], force=True)
+        finally:
+            client.close()
+
+
+def main() -> None:
+    import asyncio
+    import logging
+
+    from rock.admin.config import AdminConfig
+    from rock.admin.server import serve_admin
+    from rock.worker.config import WorkerConfig
+
+    parser = argparse.ArgumentParser(description="rome-bench's private ROCK fleet")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--state-dir", type=Path, required=True)
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--slots", type=int, default=64)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = WorkerConfig(id=args.worker_id, state_dir=args.state_dir, slots=args.slots, uid=SANDBOX_UID)
+    config = AdminConfig(port=args.port, state_dir=args.state_dir, local_worker=worker)
+    asyncio.run(serve_admin(config, log_level="warning"))
+
+
+if __name__ == "__main__":
+    main()
