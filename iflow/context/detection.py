@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from iflow.context.tokens import message_text
 from iflow.types import EXIT_CODE_PATTERN, TOOL_ERROR_PREFIX, Message, ToolCall
+
+CODE_BLOCK = re.compile(r"```.*?```", re.DOTALL)
 
 
 @lru_cache(maxsize=4096)
@@ -82,8 +85,10 @@ def detect_repeated_chunks(text: str, chunk_chars: int, repeats: int) -> str | N
     """A `chunk_chars`-long piece of `text` that occurs at least `repeats` times without overlapping.
 
     Degenerate generation repeats a phrase over and over; every period of the repetition shows up as one
-    chunk occurring many times. Returns the first such chunk (by position), or None.
+    chunk occurring many times. Closed code blocks are left out: code and tables repeat by nature.
+    Returns the first such chunk (by position), or None.
     """
+    text = CODE_BLOCK.sub("", text)
     if len(text) < chunk_chars * repeats:
         return None
     seen: dict[str, tuple[int, int]] = {}  # chunk -> (occurrences, end of the last counted occurrence)

@@ -160,6 +160,9 @@ def test_repeated_output_chunks():
     assert detect_repeated_chunks("I will fix it. " * 40, 50, 10) is not None
     assert detect_repeated_chunks("I will fix it. " * 30, 50, 10) is None  # 450 chars < 10 x 50
     assert detect_repeated_chunks("".join(f"line {i}\n" for i in range(200)), 50, 10) is None
+    table = "```\n" + "| ok | ok | ok | ok | ok | ok | ok | ok | ok | ok |\n" * 20 + "```"
+    assert detect_repeated_chunks(f"Results:\n{table}\nAll passed.", 50, 10) is None
+    assert detect_repeated_chunks("```\n" + "again and again " * 60, 50, 10) is not None  # never closed
     history: list[Message] = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": "ok ok. " * 100},
