@@ -1,10 +1,8 @@
 """ROCK: the sandbox fleet (admin, workers, rocklet) and its SDK.
 
 `rock.Sandbox`, `rock.AsyncSandbox` and the typed errors are loaded on first use, so `rock --help` and the
-rocklet (which imports `rock.rocklet` inside sandboxes) stay light.
+rocklet (which imports this package inside every sandbox) stay light.
 """
-
-from typing import Any
 
 _SDK_NAMES = frozenset(
     {
@@ -25,7 +23,7 @@ _SDK_NAMES = frozenset(
 __all__ = sorted(_SDK_NAMES)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # no typing import: the rocklet imports this package at start
     if name in _SDK_NAMES:
         import rock.sdk
 

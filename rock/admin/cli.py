@@ -53,6 +53,7 @@ def serve(
     from rock.worker.config import WorkerConfig
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         policies = load_keys(keys) if keys else []
         if api_key:

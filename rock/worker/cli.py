@@ -42,6 +42,7 @@ def serve(
     from rock.worker.server import serve_worker
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     options = {
         "id": worker_id,
         "api_key": api_key,

@@ -266,11 +266,14 @@ class WorkerService:
             capacity=self.capacity(),
             sandboxes=sandboxes,
         )
-        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
         response = await self._http.post(
             f"{self.config.admin_url}/v1/workers/heartbeat", content=beat.model_dump_json(), headers=headers
         )
-        response.raise_for_status()
+        if not response.is_success:
+            raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")
         reply = HeartbeatReply.model_validate_json(response.content)
         for sandbox_id in reply.remove:
             if sandbox_id not in self._starting:
