@@ -8,6 +8,8 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
 
@@ -58,30 +60,74 @@ class PlainEvents(AgentEvents):
         print(f"  · {text}", file=sys.stderr)
 
 
+class MarkdownStream:
+    """Streams Markdown: finished blocks are printed for good, the block in progress is redrawn live.
+
+    Redrawing only the current block (never the whole answer) keeps the live area smaller than the screen,
+    so nothing is drawn twice when a long answer scrolls.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.pending = ""
+        self.live: Live | None = None
+
+    def feed(self, text: str) -> None:
+        self.pending += text
+        while (cut := _block_end(self.pending)) is not None:
+            block, self.pending = self.pending[:cut], self.pending[cut:].lstrip("\n")
+            self._stop_live()
+            self.console.print(Markdown(block))
+        if self.pending.strip():
+            if self.live is None:
+                self.live = Live(console=self.console, transient=True, auto_refresh=False)
+                self.live.start()
+            self.live.update(Markdown(self.pending), refresh=True)
+
+    def end(self) -> None:
+        self._stop_live()
+        if self.pending.strip():
+            self.console.print(Markdown(self.pending))
+        self.pending = ""
+
+    def _stop_live(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def _block_end(text: str) -> int | None:
+    """End of the first complete Markdown block (a blank line outside a code fence), if any."""
+    start = 0
+    while (index := text.find("\n\n", start)) >= 0:
+        if text[:index].count("```") % 2 == 0:
+            return index
+        start = index + 2
+    return None
+
+
 class RichEvents(AgentEvents):
     def __init__(self, console: Console) -> None:
         self.console = console
-        self._streaming = False
+        self.stream = MarkdownStream(console)
 
     def on_text(self, text: str) -> None:
-        self._streaming = True
-        self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        self.stream.feed(text)
 
     def on_reply_end(self) -> None:
-        if self._streaming:
-            self.console.print()
-        self._streaming = False
+        self.stream.end()
 
     def on_tool_call(self, tool: str, description: str) -> None:
+        self.stream.end()
         self.console.print(f"[cyan]●[/] [bold]{escape(description)}[/]", highlight=False)
 
     def on_tool_result(self, tool: str, result: ToolResult) -> None:
         style = "green" if result.ok else "red"
-        self.console.print(
-            f"  [{style}]⎿ {escape(result.summary or result.output[:100])}[/]", highlight=False
-        )
+        summary = escape(result.summary or result.output[:100])
+        self.console.print(f"  [{style}]⎿ {summary}[/]", highlight=False)
 
     def on_notice(self, text: str) -> None:
+        self.stream.end()
         self.console.print(f"[yellow]· {escape(text)}[/]", highlight=False)
 
 
