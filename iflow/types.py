@@ -218,13 +218,14 @@ class PreparedContext:
 
     messages: list[Message]
     state: ContextState
-    tokens: int
+    tokens: int  # of the prepared messages
     window: int
+    reserved_tokens: int  # besides the messages: tool schemas, room for the reply
     reminders: tuple[Reminder, ...]
     compression: CompressionReport
     summary_request: SummaryRequest | None
 
     @property
     def usage(self) -> float:
-        """Fraction of the window the prepared messages take."""
-        return self.tokens / self.window
+        """Fraction of the window the prepared messages and the reserved tokens take."""
+        return (self.tokens + self.reserved_tokens) / self.window

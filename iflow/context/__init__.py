@@ -3,7 +3,8 @@
 The agent (before every LLM call) and the model proxy (on every request it forwards in training) call the
 same entry point, so deployment and training see the same context:
 
-    prepared = prepare(messages, state, config, inputs=ContextInputs(...), counter=CharEstimateCounter())
+    prepared = prepare(messages, state, config, inputs=ContextInputs(...), counter=CharEstimateCounter(),
+                       reserved_tokens=tool_schema_tokens(tools, counter) + max_reply_tokens)
     send(prepared.messages)                # also the history to keep: reminders and compression are in it
     state = prepared.state                 # a cache; ContextState() gives the same messages, only slower
     if prepared.summary_request:           # usage reached config.summary_threshold (or force_summary=True)
@@ -30,6 +31,7 @@ from iflow.context.tokens import (
     TokenizerCounter,
     count_tokens,
     message_text,
+    tool_schema_tokens,
 )
 
 __all__ = [
@@ -47,4 +49,5 @@ __all__ = [
     "message_text",
     "prepare",
     "reminder_block",
+    "tool_schema_tokens",
 ]

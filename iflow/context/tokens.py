@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from iflow.types import ContextState, Message
@@ -62,6 +62,11 @@ def message_tokens(message: Message, counter: TokenCounter) -> int:
         function = call["function"]
         total += counter.count(function["name"]) + counter.count(function["arguments"])
     return total
+
+
+def tool_schema_tokens(tools: Sequence[Mapping[str, Any]], counter: TokenCounter) -> int:
+    """Tokens the tool schemas of a request take (their JSON), for `prepare(reserved_tokens=...)`."""
+    return counter.count(json.dumps(list(tools), sort_keys=True)) if tools else 0
 
 
 def content_key(message: Message) -> tuple[object, ...]:

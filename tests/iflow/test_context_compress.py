@@ -321,3 +321,24 @@ def test_same_result_in_processes_with_different_hash_seeds():
     assert len(outputs) == 1
     [output] = outputs
     assert json.loads(output)[1:3] == [800, "light"]
+
+
+def test_reserved_tokens_count_against_the_window():
+    from iflow.context import tool_schema_tokens
+
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    # json.dumps(tools, sort_keys=True) is 75 characters -> 19 tokens
+    schema = tool_schema_tokens(tools, COUNTER)
+    assert schema == 19
+    assert tool_schema_tokens([], COUNTER) == 0
+    history = session(792)  # 378 + 4 + 198 = 580 tokens; with 19 reserved 599, one short of 600
+    assert (
+        prepare(history, config=config(1000), counter=COUNTER, reserved_tokens=schema).compression.tier
+        == "none"
+    )
+    prepared = prepare(history, config=config(1000), counter=COUNTER, reserved_tokens=schema + 1)
+    assert prepared.compression.tier == "light"
+    assert (prepared.compression.tokens_before, prepared.tokens, prepared.reserved_tokens) == (580, 369, 20)
+    assert prepared.usage == (369 + 20) / 1000
+    with pytest.raises(ValueError, match="reserved_tokens must be >= 0"):
+        prepare(history, config=config(1000), counter=COUNTER, reserved_tokens=-1)
