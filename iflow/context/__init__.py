@@ -3,13 +3,17 @@
 The agent (before every LLM call) and the model proxy (on every request it forwards in training) call the
 same entry point, so deployment and training see the same context:
 
-    prepared = prepare(messages, state, config, inputs=ContextInputs(...), counter=CharEstimateCounter(),
+    prepared = prepare(messages, state, config, inputs=ContextInputs(...), counter=counter,
                        reserved_tokens=tool_schema_tokens(tools, counter) + max_reply_tokens)
-    send(prepared.messages)                # also the history to keep: reminders and compression are in it
-    state = prepared.state                 # a cache; ContextState() gives the same messages, only slower
+    messages, state = prepared.messages, prepared.state   # state is a cache: ContextState() gives the same
     if prepared.summary_request:           # usage reached config.summary_threshold (or force_summary=True)
-        text = llm(prepared.summary_request.messages)          # the only I/O, done by the caller
-        messages = apply_summary(prepared.summary_request, text, config, counter, file_contents={...})
+        text = llm(prepared.summary_request.messages)          # the only I/O, made by the caller
+        messages, report = apply_summary(prepared.summary_request, text, config, counter, file_contents)
+    send(messages)                         # and keep them as the history: reminders and compression stay
+
+The proxy sees only messages: it passes `ContextInputs()` (the agent's reminders are already in the
+messages it forwards, and `prepare` adds none twice), and must use the agent's `ContextConfig` and token
+counter, or its thresholds fall elsewhere.
 
 `prepare` in order: counts tokens (incrementally, with `state`), adds `<system-reminder>` blocks for what
 happened since the model's last reply (environment snapshot at session start, files modified outside the
