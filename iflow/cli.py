@@ -63,7 +63,7 @@ def run(
     ] = None,
     sandbox_workdir: Annotated[
         str, typer.Option(help="Folder in the sandbox that receives the copy.")
-    ] = "/workspace",
+    ] = "/tmp/workspace",
 ) -> None:
     from rich.console import Console
 

@@ -38,7 +38,7 @@ class AgentOptions:
     max_time_s: float | None = None
     tool_format: Literal["native", "text"] = "native"
     sandbox_image: str | None = None  # set: tools run in a ROCK sandbox from this image
-    sandbox_workdir: str = "/workspace"  # the working directory is copied into it
+    sandbox_workdir: str = "/tmp/workspace"  # the working directory is copied into it
 
 
 def llm_config(settings: Settings, options: AgentOptions) -> LLMConfig:

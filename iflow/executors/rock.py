@@ -34,7 +34,7 @@ class RockExecutor:
     def __init__(
         self,
         sandbox: Any,
-        workdir: str = "/workspace",
+        workdir: str = "/tmp/workspace",
         output_cap: int = DEFAULT_OUTPUT_CAP,
         owns_sandbox: bool = False,
     ) -> None:
@@ -49,7 +49,7 @@ class RockExecutor:
 
     @classmethod
     def start(
-        cls, image: str, workdir: str = "/workspace", upload: Path | None = None, **sandbox_options: Any
+        cls, image: str, workdir: str = "/tmp/workspace", upload: Path | None = None, **sandbox_options: Any
     ) -> RockExecutor:
         """Start a sandbox from ``image`` and own it (the admin comes from ROCK_ADMIN_URL or the default).
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from iflow.agent import Agent, AgentConfig, AgentEvents, AgentRuntime, ApprovalMode, ApprovalRequest, Decision
 from iflow.agent.prompts import GENERAL_PURPOSE, main_system_prompt
+from iflow.executors.base import Executor
 from iflow.executors.local import LocalExecutor
 from iflow.llm import LLMClient, LLMConfig
 from iflow.testing import ScriptedOpenAIServer
@@ -48,6 +49,7 @@ def make_agent(
     repo: Path,
     approver: Any = None,
     tool_format: str = "native",
+    executor: Executor | None = None,
     **config: Any,
 ) -> tuple[Agent, RecordingEvents]:
     config.setdefault("approval_mode", ApprovalMode.YOLO)
@@ -57,7 +59,7 @@ def make_agent(
             base_url=server.url, model="scripted-model", backoff_s=0.0, max_retries=0, tool_format=tool_format
         )
     )  # type: ignore[arg-type]
-    executor = LocalExecutor(repo)
+    executor = executor or LocalExecutor(repo)
     runtime = AgentRuntime(
         llm=llm,
         executor=executor,
