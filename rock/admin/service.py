@@ -132,7 +132,15 @@ class Admin:
             return info
         log.warning("sandbox %s failed (%s): %s", info.id, reason.value, detail)
         self.metrics.failures.labels(reason.value).inc()
-        return self._save(advance(info, S.FAILED, reason=reason, detail=detail))
+        failed = self._save(advance(info, S.FAILED, reason=reason, detail=detail))
+        if info.worker_id in self.scheduler.workers:
+            self._spawn(self._remove_container(info.worker_id, info.id))
+        return failed
+
+    async def _remove_container(self, worker_id: str, sandbox_id: str) -> None:
+        """Free a failed sandbox's container now rather than at the worker's next heartbeat."""
+        with contextlib.suppress(RockError):
+            await self._call_worker(worker_id, "DELETE", f"/v1/sandboxes/{sandbox_id}")
 
     def get(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
         info = self._live.get(sandbox_id)

@@ -133,6 +133,39 @@ def describe_stop(state: dict[str, Any], memory: str | None = None) -> tuple[str
     )
 
 
+_OOM_COUNTERS = (
+    ("/sys/fs/cgroup/memory/docker/{id}/memory.oom_control", "oom_kill"),  # v1, cgroupfs driver
+    ("/sys/fs/cgroup/memory/system.slice/docker-{id}.scope/memory.oom_control", "oom_kill"),  # v1, systemd
+    ("/sys/fs/cgroup/system.slice/docker-{id}.scope/memory.events", "oom_kill"),  # v2, systemd
+    ("/sys/fs/cgroup/docker/{id}/memory.events", "oom_kill"),  # v2, cgroupfs
+)
+
+
+def oom_counter(container_id: str) -> tuple[Path, str] | None:
+    """The cgroup file that counts the container's OOM kills, where this host exposes one.
+
+    Reading it after each command costs microseconds, so the command that hit the memory limit can report
+    it itself, before Docker's `oom` event (which the worker also watches) arrives.
+    """
+    for template, key in _OOM_COUNTERS:
+        path = Path(template.format(id=container_id))
+        if path.exists():
+            return path, key
+    return None
+
+
+def oom_kills(counter: tuple[Path, str]) -> int:
+    path, key = counter
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def list_sandboxes(client: docker.DockerClient, worker_id: str, oom: set[str]) -> list[WorkerSandbox]:
     """This worker's containers as (id, status); one list call, plus an inspect only for stopped ones."""
     out = []
@@ -151,9 +184,9 @@ def list_sandboxes(client: docker.DockerClient, worker_id: str, oom: set[str]) -
     return out
 
 
-def labelled(client: docker.DockerClient, worker_id: str) -> list[tuple[str, str]]:
-    """(sandbox id, docker state) of every container this worker labelled, running or not."""
+def labelled(client: docker.DockerClient, worker_id: str) -> list[tuple[str, str, str]]:
+    """(sandbox id, container id, docker state) of every container this worker labelled, running or not."""
     return [
-        (c["Labels"][LABEL_SANDBOX], c["State"])
+        (c["Labels"][LABEL_SANDBOX], c["Id"], c["State"])
         for c in client.api.containers(all=True, filters={"label": f"{LABEL_WORKER}={worker_id}"})
     ]

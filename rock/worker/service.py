@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import docker.errors
@@ -41,6 +42,7 @@ class WorkerService:
         self._specs: dict[str, SandboxSpec] = {}
         self._starting: set[str] = set()
         self._oom: set[str] = set()
+        self._oom_counters: dict[str, tuple[Path, str]] = {}
         self._docker: docker.DockerClient | None = None
         self._events: Any = None
         self._heartbeats: asyncio.Task[None] | None = None
@@ -93,7 +95,7 @@ class WorkerService:
         admin's reply has them removed.
         """
         found = await self._blocking(containers.labelled, self.docker, self.config.id)
-        for sandbox_id, state in found:
+        for sandbox_id, container_id, state in found:
             socket = self.config.run_dir / sandbox_id / "rocklet.sock"
             if state != "running":
                 continue
@@ -107,7 +109,8 @@ class WorkerService:
                 continue
             log.info("adopted sandbox %s", sandbox_id)
             self._clients[sandbox_id] = client
-        known = {sandbox_id for sandbox_id, _ in found}
+            self._watch_memory(sandbox_id, container_id)
+        known = {sandbox_id for sandbox_id, _, _ in found}
         for leftover in self.config.run_dir.iterdir():
             if leftover.name not in known:
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -124,7 +127,7 @@ class WorkerService:
             image = await self._image(spec)
             await self._blocking(containers.make_host_dir, host_dir, self.config.uid)
             try:
-                await self._blocking(
+                container_id = await self._blocking(
                     containers.start_container,
                     self.docker,
                     sandbox_id=sandbox_id,
@@ -160,9 +163,21 @@ class WorkerService:
                 ) from exc
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
+            self._watch_memory(sandbox_id, container_id)
             return {"host_dir": str(host_dir)}
         finally:
             self._starting.discard(sandbox_id)
+
+    def _watch_memory(self, sandbox_id: str, container_id: str) -> None:
+        counter = containers.oom_counter(container_id)
+        if counter is not None:
+            self._oom_counters[sandbox_id] = counter
+
+    def _oom_killed(self, sandbox_id: str) -> bool:
+        counter = self._oom_counters.get(sandbox_id)
+        if counter is not None and containers.oom_kills(counter) > 0:
+            self._oom.add(sandbox_id)
+        return sandbox_id in self._oom
 
     async def _image(self, spec: SandboxSpec) -> str:
         from rock.images import ImageBuildError, build_image, resolve_image
@@ -196,6 +211,7 @@ class WorkerService:
         client = self._clients.pop(sandbox_id, None)
         self._specs.pop(sandbox_id, None)
         self._oom.discard(sandbox_id)
+        self._oom_counters.pop(sandbox_id, None)
         if client is not None:
             await client.aclose()
         return await self._blocking(
@@ -213,7 +229,7 @@ class WorkerService:
         state = await self._blocking(containers.inspect_state, self.docker, sandbox_id)
         if state is None:
             return SandboxFailed(f"the container of sandbox {sandbox_id} is gone", FailureReason.WORKER_LOST)
-        if sandbox_id in self._oom:
+        if self._oom_killed(sandbox_id):
             state["OOMKilled"] = True
         if state.get("Running") and not state.get("OOMKilled"):
             return None
@@ -233,9 +249,9 @@ class WorkerService:
             if failure is not None:
                 raise failure from exc
             raise
-        if getattr(result, "exit_code", None) == 137:  # SIGKILL: the memory limit's OOM killer, or a kill -9
+        if self._oom_killed(sandbox_id):
             failure = await self._diagnose(sandbox_id, self._specs.get(sandbox_id))
-            if failure is not None and failure.reason is FailureReason.OOM_KILLED:
+            if failure is not None:
                 raise failure
         return result
 
@@ -256,6 +272,8 @@ class WorkerService:
 
     async def heartbeat(self) -> HeartbeatReply:
         listed_at = datetime.now(UTC)
+        for sandbox_id in list(self._oom_counters):
+            self._oom_killed(sandbox_id)
         sandboxes = await self._blocking(
             containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
         )
