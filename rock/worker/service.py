@@ -180,27 +180,15 @@ class WorkerService:
         return sandbox_id in self._oom
 
     async def _image(self, spec: SandboxSpec) -> str:
-        from rock.images import ImageBuildError, build_image, resolve_image
+        """The local image to run: built from `build_context`, or `image` resolved through the alias table."""
+        from rock.images import ImageError, build_image, resolve_image
 
-        if spec.build_context is not None:
-            try:
-                return await self._blocking(build_image, spec.build_context)
-            except ImageBuildError as exc:
-                raise SandboxFailed(
-                    f"building {spec.build_context} failed: {exc}", FailureReason.IMAGE_ERROR
-                ) from exc
-        image = resolve_image(spec.image)
         try:
-            await self._blocking(self.docker.images.get, image)
-        except docker.errors.ImageNotFound:
-            shown = image if image == spec.image else f"{image} (the alias of {spec.image})"
-            raise SandboxFailed(
-                f"image {shown} is not on this worker and no registry is reachable; build it with "
-                "`rock image build DIR`, create the base images with `rock image bootstrap`, or pick one "
-                "from `rock image ls`",
-                FailureReason.IMAGE_ERROR,
-            ) from None
-        return image
+            if spec.build_context is not None:
+                return await self._blocking(build_image, spec.build_context)
+            return await self._blocking(resolve_image, spec.image, client=self.docker)
+        except ImageError as exc:
+            raise SandboxFailed(str(exc), FailureReason.IMAGE_ERROR) from exc
 
     async def remove(self, sandbox_id: str) -> None:
         had_client = sandbox_id in self._clients
