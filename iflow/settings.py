@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from iflow.hooks import HooksConfig
+from iflow.hooks import HookCommand, HookMatcher, HooksConfig
 from iflow.types import ContextConfig
 
 ApprovalMode = Literal["default", "auto-edit", "yolo", "plan"]
@@ -108,15 +108,27 @@ def _checked(data: Any, source: str) -> dict[str, Any]:
 
 
 def _explain(error: ValidationError) -> str:
-    allowed = ", ".join(sorted(f.alias or name for name, f in Settings.model_fields.items()))
     parts = []
     for item in error.errors():
         where = ".".join(str(p) for p in item["loc"])
         if item["type"] == "extra_forbidden":
-            parts.append(f"unknown key {where!r} (top-level keys: {allowed})")
+            model, level = _model_at(item["loc"])
+            allowed = ", ".join(sorted(f.alias or name for name, f in model.model_fields.items()))
+            parts.append(f"unknown key {where!r} ({level} keys: {allowed})")
         else:
             parts.append(f"{where}: {item['msg']}")
     return "; ".join(parts)
+
+
+def _model_at(loc: tuple[int | str, ...]) -> tuple[type[BaseModel], str]:
+    """The settings model an unknown key at `loc` sits in, and how to name that level."""
+    if loc[0] == "context" and len(loc) == 2:
+        return ContextConfig, "context"
+    if loc[0] == "hooks" and len(loc) == 4:  # hooks.<event>.<n>.<key>
+        return HookMatcher, "hook matcher"
+    if loc[0] == "hooks" and len(loc) == 6:  # hooks.<event>.<n>.hooks.<m>.<key>
+        return HookCommand, "hook command"
+    return Settings, "top-level"
 
 
 def _snake(name: str) -> str:

@@ -79,6 +79,20 @@ def test_unknown_key_names_the_file_and_the_allowed_keys(layout):
     assert "modelName" in str(error.value)
 
 
+def test_unknown_nested_keys_list_their_own_level(layout):
+    write(layout["home"] / "settings.json", {"context": {"lightTreshold": 0.5}})
+    with pytest.raises(
+        SettingsError, match=r"unknown key 'context.lightTreshold' \(context keys: .*lightThreshold"
+    ):
+        load_settings(layout["cwd"], layout["env"])
+    hooks = {"PreToolUse": [{"matcher": "x", "hooks": [{"command": "true", "timeout_s": 5}]}]}
+    write(layout["home"] / "settings.json", {"hooks": hooks})
+    with pytest.raises(
+        SettingsError, match=r"'hooks.PreToolUse.0.hooks.0.timeout_s' \(hook command keys: command"
+    ):
+        load_settings(layout["cwd"], layout["env"])
+
+
 def test_bad_values_are_explained(layout):
     write(layout["home"] / "settings.json", {"approvalMode": "sometimes"})
     with pytest.raises(SettingsError, match="approvalMode"):
