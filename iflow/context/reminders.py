@@ -17,6 +17,7 @@ from iflow.context.tokens import message_text
 from iflow.types import (
     REMINDER_CLOSE,
     REMINDER_OPEN,
+    TOOL_ERROR_PREFIX,
     ContextConfig,
     ContextInputs,
     EnvironmentSnapshot,
@@ -122,11 +123,15 @@ def _is_summarized(messages: Sequence[Message]) -> bool:
 def _failure_reminder(result: Message, call: ToolCall | None) -> Reminder:
     name = call["function"]["name"] if call is not None else "a tool"
     text = message_text(result).strip()
-    excerpt = text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " ..."
+    if text.startswith(TOOL_ERROR_PREFIX):
+        reason = text.removeprefix(TOOL_ERROR_PREFIX).splitlines()[0]
+        reason = reason if len(reason) <= MAX_ERROR_CHARS else reason[:MAX_ERROR_CHARS] + " ..."
+    else:
+        reason = f"the command failed ({text.rpartition(chr(10))[2].strip()})"
     return reminder_block(
         "tool-failed",
-        f"The call to {name} (id {result.get('tool_call_id', '?')}) did NOT succeed: its effects did not "
-        f"happen. Read the error, fix the cause, then retry or take another way.\n{excerpt}",
+        f"The call to {name} (id {result.get('tool_call_id', '?')}) did NOT succeed: {reason}. "
+        "Do not assume its effects happened; fix the cause, then retry or take another way.",
     )
 
 

@@ -90,9 +90,24 @@ def test_failed_call_gets_a_did_not_succeed_reminder_in_a_new_user_message():
     assert [r.kind for r in prepared.reminders] == ["tool-failed"]
     added = prepared.messages[-1]
     assert added["role"] == "user"
-    assert "The call to replace (id c1) did NOT succeed" in added["content"]
-    assert "old_string matched 3 times" in added["content"]
+    assert added["content"] == (
+        "<system-reminder>\nThe call to replace (id c1) did NOT succeed: old_string matched 3 times; make it "
+        "unique. Do not assume its effects happened; fix the cause, then retry or take another way.\n"
+        "</system-reminder>"
+    )
     assert prepared.messages[:-1] == history
+
+
+def test_failed_command_names_its_exit_code():
+    history: list[Message] = [
+        {"role": "user", "content": "test"},
+        assistant_calls(call("s", "run_shell_command", '{"command": "pytest"}')),
+        tool("s", "Output:\n1 failed\nExit code: 1"),
+    ]
+    [reminder] = prepare(history).reminders
+    assert "The call to run_shell_command (id s) did NOT succeed: the command failed (Exit code: 1)." in (
+        reminder.text
+    )
 
 
 def test_todo_change_is_reminded_after_a_successful_todo_write_only():
