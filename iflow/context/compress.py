@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
-from iflow.context.detection import call_key
+from iflow.context.detection import CACHED_ARGUMENTS_CHARS, call_key
 from iflow.context.tokens import TokenCounter, message_text, message_tokens
 from iflow.types import CompressionReport, ContextConfig, Message, SummaryRequest, ToolCall
 
@@ -63,16 +64,26 @@ def _path_of(call: ToolCall, config: ContextConfig) -> str | None:
 
 def _reduced_arguments(call: ToolCall, config: ContextConfig) -> str | None:
     """The call's arguments reduced to its file path, or None when there is nothing to reduce."""
+    arguments = call["function"]["arguments"]
+    if len(arguments) <= CACHED_ARGUMENTS_CHARS:  # reduced calls are short and met again every turn
+        return _reduced_cached(arguments, config.path_argument_keys)
+    return _reduced(arguments, config.path_argument_keys)
+
+
+def _reduced(arguments_json: str, path_keys: tuple[str, ...]) -> str | None:
     try:
-        arguments = json.loads(call["function"]["arguments"])
+        arguments = json.loads(arguments_json)
     except ValueError:
         return None
     if not isinstance(arguments, dict):
         return None
-    for key in config.path_argument_keys:
+    for key in path_keys:
         if isinstance(arguments.get(key), str):
             return None if len(arguments) == 1 else json.dumps({key: arguments[key]})
     return None
+
+
+_reduced_cached = lru_cache(maxsize=4096)(_reduced)
 
 
 def light_pass(messages: Sequence[Message], config: ContextConfig) -> tuple[list[Message], int, int]:

@@ -14,13 +14,26 @@ from iflow.types import EXIT_CODE_PATTERN, TOOL_ERROR_PREFIX, Message, ToolCall
 CODE_BLOCK = re.compile(r"```.*?```", re.DOTALL)
 
 
-@lru_cache(maxsize=4096)
+# Arguments up to this long are memoized (the same calls are met again every turn); longer ones, such as a
+# whole file being written, are canonicalized each time so the cache stays small.
+CACHED_ARGUMENTS_CHARS = 1024
+
+
 def canonical_arguments(arguments: str) -> str:
     """Arguments JSON with sorted keys and no spacing, so equal calls compare equal; invalid JSON as is."""
+    if len(arguments) <= CACHED_ARGUMENTS_CHARS:
+        return _canonical_cached(arguments)
+    return _canonical(arguments)
+
+
+def _canonical(arguments: str) -> str:
     try:
         return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
     except ValueError:
         return arguments.strip()
+
+
+_canonical_cached = lru_cache(maxsize=4096)(_canonical)
 
 
 def call_key(call: ToolCall) -> tuple[str, str]:
