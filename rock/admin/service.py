@@ -346,19 +346,23 @@ class Admin:
         self.store.touch(activity)
         now_mono, now = time.monotonic(), time.time()
         for worker in list(self.scheduler.workers.values()):
-            if now_mono - worker.last_heartbeat > self.config.heartbeat_timeout:
-                log.warning(
-                    "worker %s missed its heartbeats for %.0f s: lost",
-                    worker.id,
-                    now_mono - worker.last_heartbeat,
-                )
+            silent = now_mono - worker.last_heartbeat
+            if silent > self.config.heartbeat_timeout:
+                log.warning("worker %s missed its heartbeats for %.0f s: lost", worker.id, silent)
                 self.scheduler.remove_worker(worker.id)
+                for info in [i for i in self._live.values() if i.worker_id == worker.id]:
+                    self._fail(
+                        info, FailureReason.WORKER_LOST, f"worker {worker.id} stopped sending heartbeats"
+                    )
         grace_over = now_mono - self._started > self.config.heartbeat_timeout
         for info in list(self._live.values()):
-            if info.worker_id not in self.scheduler.workers and (grace_over or info.worker_id is None):
-                self._fail(
-                    info, FailureReason.WORKER_LOST, f"worker {info.worker_id} stopped sending heartbeats"
-                )
+            if info.worker_id not in self.scheduler.workers:
+                if grace_over:
+                    self._fail(
+                        info,
+                        FailureReason.WORKER_LOST,
+                        f"worker {info.worker_id} has not sent a heartbeat since the admin started",
+                    )
             elif info.state is S.RUNNING and info.expires_at and info.expires_at.timestamp() <= now:
                 self._spawn(self._stop(info, f"its ttl of {info.spec.ttl:g} s ran out"))
             elif info.state is S.RUNNING and now - self._activity.get(info.id, now) > info.spec.idle_timeout:

@@ -1,0 +1,154 @@
+"""The admin's bookkeeping against worker heartbeats, restarts and silent workers (no Docker needed)."""
+
+from datetime import UTC, datetime, timedelta
+
+from rock.admin.auth import LOCAL
+from rock.admin.config import AdminConfig
+from rock.admin.service import Admin
+from rock.admin.states import advance
+from rock.sdk.types import (
+    FailureReason,
+    Heartbeat,
+    SandboxInfo,
+    SandboxSpec,
+    SandboxState,
+    WorkerCapacity,
+    WorkerSandbox,
+)
+
+S = SandboxState
+LONG_AGO = datetime.now(UTC) - timedelta(minutes=5)
+NOWHERE = "http://127.0.0.1:9"  # the discard port: refuses at once when the admin frees a container
+
+
+def _running(sandbox_id: str, worker_id: str = "w1") -> SandboxInfo:
+    pending = SandboxInfo(
+        id=sandbox_id,
+        state=S.PENDING,
+        spec=SandboxSpec(),
+        owner="local",
+        worker_id=worker_id,
+        created_at=LONG_AGO,
+    )
+    return advance(pending, S.RUNNING, now=LONG_AGO)
+
+
+def _beat(*sandboxes: WorkerSandbox, worker_id: str = "w1") -> Heartbeat:
+    return Heartbeat(
+        worker_id=worker_id,
+        listed_at=datetime.now(UTC),
+        url=NOWHERE,
+        capacity=WorkerCapacity(cpus=4, memory=8 * 1024**3, slots=8),
+        sandboxes=list(sandboxes),
+    )
+
+
+async def _admin(tmp_path, *infos: SandboxInfo) -> Admin:
+    admin = Admin(AdminConfig(state_dir=tmp_path, heartbeat_timeout=5, reap_interval=3600))
+    for info in infos:
+        admin.store.save(info, last_activity=LONG_AGO.timestamp())
+    await admin.start()
+    return admin
+
+
+async def test_a_restarted_admin_holds_running_sandboxes_and_fails_half_started_ones(tmp_path):
+    starting = SandboxInfo(
+        id="p", state=S.PENDING, spec=SandboxSpec(), owner="local", worker_id="w1", created_at=LONG_AGO
+    )
+    admin = await _admin(tmp_path, _running("a"), starting)
+    try:
+        assert admin.get("a", LOCAL).state is S.RUNNING
+        assert admin.scheduler.worker_of("a") == "w1" and admin.scheduler.worker_of("p") is None
+        failed = admin.get("p", LOCAL)
+        assert (failed.state, failed.failure_reason) == (S.FAILED, FailureReason.START_ERROR)
+        assert "admin restarted" in (failed.detail or "")
+    finally:
+        await admin.close()
+
+
+async def test_heartbeats_reconcile_containers_with_the_store(tmp_path):
+    admin = await _admin(tmp_path, _running("kept"), _running("vanished"), _running("oom"))
+    try:
+        reply = admin.heartbeat(
+            _beat(
+                WorkerSandbox(id="kept", status="running"),
+                WorkerSandbox(id="oom", status="oom_killed", detail="out of memory"),
+                WorkerSandbox(id="stranger", status="running"),
+            ),
+            LOCAL,
+        )
+        assert sorted(reply.remove) == ["oom", "stranger"]
+        assert admin.get("kept", LOCAL).state is S.RUNNING
+        oom, vanished = admin.get("oom", LOCAL), admin.get("vanished", LOCAL)
+        assert (oom.state, oom.failure_reason, oom.detail) == (
+            S.FAILED,
+            FailureReason.OOM_KILLED,
+            "out of memory",
+        )
+        assert (vanished.state, vanished.failure_reason) == (S.FAILED, FailureReason.WORKER_LOST)
+        assert admin.scheduler.used("w1").slots == 1
+    finally:
+        await admin.close()
+
+
+async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_path):
+    fresh = advance(
+        SandboxInfo(
+            id="new",
+            state=S.PENDING,
+            spec=SandboxSpec(),
+            owner="local",
+            worker_id="w1",
+            created_at=datetime.now(UTC),
+        ),
+        S.RUNNING,
+    )
+    admin = await _admin(tmp_path, fresh)
+    try:
+        admin.heartbeat(_beat(), LOCAL)
+        assert admin.get("new", LOCAL).state is S.RUNNING
+    finally:
+        await admin.close()
+
+
+async def test_a_silent_worker_is_lost_with_its_sandboxes(tmp_path):
+    admin = await _admin(tmp_path, _running("a"), _running("b", worker_id="w2"))
+    try:
+        admin.heartbeat(_beat(WorkerSandbox(id="a", status="running")), LOCAL)
+        admin.heartbeat(_beat(WorkerSandbox(id="b", status="running"), worker_id="w2"), LOCAL)
+        admin.scheduler.workers["w1"].last_heartbeat -= 60
+        admin._check_once()
+        assert set(admin.scheduler.workers) == {"w2"}
+        lost = admin.get("a", LOCAL)
+        assert (lost.state, lost.failure_reason) == (S.FAILED, FailureReason.WORKER_LOST)
+        assert admin.get("b", LOCAL).state is S.RUNNING
+        assert [i.id for i in admin.list(LOCAL)] == ["a", "b"]
+    finally:
+        await admin.close()
+
+
+async def test_the_reaper_stops_expired_and_idle_sandboxes(tmp_path):
+    import asyncio
+
+    idle = _running("idle").model_copy(update={"spec": SandboxSpec(idle_timeout=60)})
+    expired = _running("expired").model_copy(update={"expires_at": datetime.now(UTC) - timedelta(seconds=1)})
+    busy = _running("busy").model_copy(update={"spec": SandboxSpec(idle_timeout=60)})
+    admin = await _admin(tmp_path, idle, expired, busy)
+    try:
+        admin.heartbeat(
+            _beat(*(WorkerSandbox(id=i, status="running") for i in ("idle", "expired", "busy"))), LOCAL
+        )
+        admin._activity["busy"] = datetime.now(UTC).timestamp()
+        admin._check_once()
+        for _ in range(100):
+            if len(admin._live) == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert admin.get("busy", LOCAL).state is S.RUNNING
+        assert (
+            admin.get("idle", LOCAL).state is S.STOPPED
+            and "idle for more than 60 s" in admin.get("idle", LOCAL).detail
+        )
+        assert admin.get("expired", LOCAL).state is S.STOPPED and "ttl" in admin.get("expired", LOCAL).detail
+    finally:
+        await admin.close()
