@@ -7,7 +7,7 @@ with Sandbox(image="python:3.11", memory="1g") as sb:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar, Unpack
 
 import httpx
 
@@ -18,55 +18,46 @@ T = TypeVar("T")
 Network = Literal["none", "bridge"]
 
 
-def _request(image: str, options: dict[str, Any]) -> CreateSandboxRequest:
+class SandboxOptions(TypedDict, total=False):
+    """What a sandbox should be (see SandboxSpec); options not given take the admin's defaults."""
+
+    cpus: float
+    memory: str
+    pids: int
+    ttl: float
+    idle_timeout: float
+    network: Network
+    env: dict[str, str]
+    build_context: str
+    start_timeout: float
+    queue_timeout: float
+
+
+def _request(image: str, options: SandboxOptions) -> CreateSandboxRequest:
     return CreateSandboxRequest(image=image, **{k: v for k, v in options.items() if v is not None})
 
 
 class Sandbox:
     """A sandbox created on construction and deleted by `close()` (or at the end of a `with` block).
 
-    Options left None take the admin's defaults (SandboxSpec). `Sandbox.attach(id)` wraps one that exists.
+    Options not given (or None) take the admin's defaults (SandboxSpec). `Sandbox.attach(id)` wraps one that exists.
     """
 
     def __init__(
         self,
         image: str = "python:3.11",
         *,
-        cpus: float | None = None,
-        memory: str | None = None,
-        ttl: float | None = None,
-        idle_timeout: float | None = None,
-        network: Network | None = None,
-        pids: int | None = None,
-        env: dict[str, str] | None = None,
-        build_context: str | None = None,
-        start_timeout: float | None = None,
-        queue_timeout: float | None = None,
         admin_url: str | None = None,
         api_key: str | None = None,
         _attach: str | None = None,
+        **options: Unpack[SandboxOptions],
     ) -> None:
         self._http = httpx.Client(base_url=calls.admin_url(admin_url), headers=calls.auth_headers(api_key))
         try:
             if _attach is not None:
                 self.info = self._do(calls.get(_attach))
             else:
-                request = _request(
-                    image,
-                    dict(
-                        cpus=cpus,
-                        memory=memory,
-                        ttl=ttl,
-                        idle_timeout=idle_timeout,
-                        network=network,
-                        pids=pids,
-                        env=env,
-                        build_context=build_context,
-                        start_timeout=start_timeout,
-                        queue_timeout=queue_timeout,
-                    ),
-                )
-                self.info = self._do(calls.create(request))
+                self.info = self._do(calls.create(_request(image, options)))
         except BaseException:
             self._http.close()
             raise
@@ -145,7 +136,7 @@ class AsyncSandbox:
         *,
         admin_url: str | None = None,
         api_key: str | None = None,
-        **options: Any,
+        **options: Unpack[SandboxOptions],
     ) -> None:
         self._request = _request(image, options)
         self._http = httpx.AsyncClient(
@@ -156,8 +147,15 @@ class AsyncSandbox:
         self.info: SandboxInfo | None = None
 
     @classmethod
-    async def create(cls, image: str = "python:3.11", **options: Any) -> AsyncSandbox:
-        sandbox = cls(image, **options)
+    async def create(
+        cls,
+        image: str = "python:3.11",
+        *,
+        admin_url: str | None = None,
+        api_key: str | None = None,
+        **options: Unpack[SandboxOptions],
+    ) -> AsyncSandbox:
+        sandbox = cls(image, admin_url=admin_url, api_key=api_key, **options)
         await sandbox.start()
         return sandbox
 
