@@ -40,7 +40,8 @@ def _request(image: str, options: SandboxOptions) -> CreateSandboxRequest:
 class Sandbox:
     """A sandbox created on construction and deleted by `close()` (or at the end of a `with` block).
 
-    Options not given (or None) take the admin's defaults (SandboxSpec). `Sandbox.attach(id)` wraps one that exists.
+    Options not given (or None) take the admin's defaults (SandboxSpec).
+    `Sandbox.attach(id)` wraps one that exists.
     """
 
     def __init__(
