@@ -84,6 +84,10 @@ class ChatPrompt(BaseModel):
         None, description="The tool the answer must call, whose arguments it continues."
     )
     parse_tool_calls: bool = False
+    stop: list[str] = Field(
+        default_factory=list,
+        description="Stop strings the prompt implies: a forced call ends at its closing tag.",
+    )
 
     def parse_output(self, text: str, token_ids: list[int]) -> AssistantOutput:
         """Parse the text generated after this prompt (tool calls only where the prompt offered tools)."""
@@ -148,6 +152,7 @@ def render_chat(
         forced_prefix=forced_prefix,
         forced_tool=forced_tool,
         parse_tool_calls=bool(specs),
+        stop=[TOOL_CALL_CLOSE] if forced_prefix else [],
     )
 
 

@@ -138,6 +138,7 @@ def test_named_tool_choice_forces_the_call_and_parses_its_arguments(smollm2: Loa
         smollm2.tokenizer, [{"role": "user", "content": "Time?"}], [WEATHER_TOOL, TIME_TOOL], named
     )
     assert prompt.forced_tool == "get_time"
+    assert prompt.stop == ["</tool_call>"]
     assert prompt.text.endswith('<|im_start|>assistant\n<tool_call>\n{"name": "get_time", "arguments": ')
     parsed = prompt.parse_output(' {"tz": "UTC"}}\n</tool_call> done', [5])
     assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [("get_time", {"tz": "UTC"})]
@@ -155,6 +156,7 @@ def test_required_and_none_tool_choices(smollm2: LoadedModel) -> None:
     several = render_chat(tok, user, [WEATHER_TOOL, TIME_TOOL], "required")
     assert several.forced_tool is None
     assert several.text.endswith('<tool_call>\n{"name": "')
+    assert several.stop == ["</tool_call>"]
     parsed = several.parse_output('get_time", "arguments": {}}\n</tool_call>', [1])
     assert [c.name for c in parsed.tool_calls] == ["get_time"]
     none = render_chat(tok, user, [WEATHER_TOOL], "none")

@@ -31,6 +31,7 @@ async def create_chat_completion(
         prompt_tokens=len(prompt.token_ids),
         max_context=state.engine.max_context,
         max_new_tokens=body.output_limit(),
+        stop=[*body.stop_strings(), *prompt.stop],
         stop_token_ids=chat_stop_token_ids(state.tokenizer),
         top_logprobs=(body.top_logprobs or 0) if body.logprobs else 0,
     )

@@ -60,6 +60,7 @@ def _request(
         prompt_tokens=len(token_ids),
         max_context=state.engine.max_context,
         max_new_tokens=body.max_tokens,
+        stop=body.stop_strings(),
         stop_token_ids=[],
         top_logprobs=body.logprobs or 0,
     )

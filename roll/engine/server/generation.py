@@ -27,6 +27,7 @@ def sampling_params(
     prompt_tokens: int,
     max_context: int,
     max_new_tokens: int | None,
+    stop: list[str],
     stop_token_ids: list[int],
     top_logprobs: int,
 ) -> SamplingParams:
@@ -47,7 +48,7 @@ def sampling_params(
             temperature=1.0 if body.temperature is None else body.temperature,
             top_p=1.0 if body.top_p is None else body.top_p,
             top_k=body.top_k or 0,
-            stop=body.stop_strings(),
+            stop=stop,
             stop_token_ids=stop_token_ids,
             seed=body.seed,
             n=body.n,
