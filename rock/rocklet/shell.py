@@ -1,12 +1,12 @@
 """Named persistent shell sessions: one live shell per session; cwd, variables and functions persist.
 
-The shell is bash when the image has it (else sh), started interactive but without a terminal: on a timeout
-SIGINT then aborts the running command list and returns the shell to its prompt, as Ctrl-C would. Each
-command is handed over as `eval '<command>' </dev/null`, followed by a line that prints a marker with a
-per-command nonce, the exit status and $PWD; the rocklet reads the shell's output up to that marker. After a
-timeout every process the command started is killed, while jobs put in the background by earlier commands
-are spared. A shell that still does not answer (its stdout redirected, say) is replaced by a new one that
-gets back the last cwd and exported variables, so the session stays usable either way.
+The shell is bash when the image has it, started interactive but without a terminal: on a timeout SIGINT
+aborts the running command list and returns bash to its prompt, as Ctrl-C would. Each command is handed over
+as `eval '<command>' </dev/null`, followed by a line that prints a marker with a per-command nonce, the exit
+status and $PWD; the rocklet reads the shell's output up to that marker. After a timeout every process the
+command started is killed, while jobs put in the background by earlier commands are spared. A shell that
+still does not answer (its stdout redirected, say), or a plain sh (see `session_argv`), is replaced on
+timeout by a new one that gets back the last cwd and exported variables, so the session stays usable.
 """
 
 import os
@@ -38,15 +38,11 @@ def find_shell(env: dict[str, str]) -> str:
 
 
 def session_argv(shell: str) -> list[str]:
-    """Interactive where Ctrl-C semantics are known to work without a terminal (bash, busybox sh).
-
-    dash, for one, drops its buffered input after any error when interactive, which would lose the marker
-    line; such shells run non-interactive, and a timeout then replaces the shell (cwd and exports survive).
-    """
+    """bash runs interactive (without a terminal) for its Ctrl-C semantics; other shells do not, since dash
+    drops its buffered input after any error and busybox sh garbles some applets when interactive. For
+    those a timeout replaces the shell instead (cwd and exported variables survive)."""
     if os.path.basename(shell) == "bash":
         return [shell, "--noprofile", "--norc", "--noediting", "-i"]
-    if os.path.basename(os.path.realpath(shell)) == "busybox":
-        return [shell, "-i"]
     return [shell]
 
 
@@ -105,6 +101,7 @@ class ShellSession:
         if not os.path.isdir(self.cwd):
             raise BadRequest(f"cwd {self.cwd!r} is not a directory inside the sandbox; pass an existing one")
         self.argv = session_argv(find_shell(env))
+        self.interactive = "-i" in self.argv
         self.state_file = state_dir / f"{name}.env"
         self.state_file.unlink(missing_ok=True)
         self.lock = threading.Lock()
@@ -195,7 +192,7 @@ class ShellSession:
         while not done:
             wait = deadline - time.monotonic()
             if wait <= 0:
-                escalation += 1
+                escalation += 1 if self.interactive else 3
                 if escalation == 1:
                     # What Ctrl-C does: abort the command list, back to the prompt.
                     os.killpg(self.proc.pid, signal.SIGINT)
