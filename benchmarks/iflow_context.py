@@ -320,11 +320,12 @@ def run(turns: int, use_tokenizer: bool) -> dict:
         f"{r['summaries']} summaries saved {r['summary']}; tokens sent over all turns {r['sent']} vs "
         f"{r['sent_without_compression']} uncompressed ({r['sent_without_compression'] / r['sent']:.1f}x)"
     )
-    goal = max(v["ours"] for k, v in results["per_turn_ms"].items() if k.endswith("/200"))
-    print(
-        f"\ngoal < 5 ms per turn at 200 messages (worst case above): {goal:.2f} ms "
-        f"({'met' if goal < 5 else 'NOT met'})"
-    )
+    print("\ngoal < 5 ms per turn at 200 messages (worst window; a real tokenizer's time includes counting")
+    print("each turn's new messages once, which every implementation must do):")
+    for counter_name in counters:
+        worst = max(results["per_turn_ms"][f"{counter_name}/{w}/200"]["ours"] for w in ("large", "tight"))
+        print(f"  {counter_name:<18}{worst:.2f} ms ({'met' if worst < 5 else 'NOT met'})")
+        results.setdefault("worst_ms_at_200", {})[counter_name] = round(worst, 3)
     return results
 
 
