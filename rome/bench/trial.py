@@ -23,7 +23,7 @@ FailureMode = Literal[
 
 PYTEST_MOUNT = "/opt/rome-bench/pytest"
 # pytest and its pure-Python dependencies, uploaded so tests run with pytest in images that lack it.
-PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments")
+PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 
 
 class Timings(BaseModel):
@@ -63,13 +63,20 @@ class TrialResult(BaseModel):
 
 @cache
 def pytest_bundle() -> tuple[Path, ...]:
-    paths = []
+    """The host's pytest packages and their dist-info folders (pytest reads its plugins' versions)."""
+    paths: list[Path] = []
     for name in PYTEST_PACKAGES:
         spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin is not None:
-            origin = Path(spec.origin)
-            paths.append(origin.parent if origin.name == "__init__.py" else origin)
-    return tuple(paths)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        paths.append(origin.parent if origin.name == "__init__.py" else origin)
+        paths += [
+            info
+            for info in origin.parent.parent.glob("*.dist-info")
+            if info.name.lower().startswith(f"{name.lower()}-") and origin.name == "__init__.py"
+        ]
+    return tuple(dict.fromkeys(paths))
 
 
 _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR) ", re.MULTILINE)
