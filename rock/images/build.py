@@ -16,6 +16,7 @@ CONTEXT_LABEL = "ale.context-hash"
 LOG_TAIL_LINES = 40
 FROM_LINE = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(\s+AS\s+(\S+))?(.*)$", re.IGNORECASE)
 COPY_FROM = re.compile(r"(--from=)(\S+)", re.IGNORECASE)
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 LineSink = Callable[[str], None]
 
@@ -162,7 +163,7 @@ def docker_build(
             decode=True,
         )
         for chunk in stream:
-            text = chunk.get("stream") or chunk.get("status") or ""
+            text = ANSI_ESCAPE.sub("", chunk.get("stream") or chunk.get("status") or "")
             for line in text.splitlines():
                 if line.strip():
                     tail.append(line.rstrip())

@@ -107,25 +107,30 @@ class ShellSession:
         self.lock = threading.Lock()
         self.pending = b""
         self.proc: subprocess.Popen[bytes] | None = None
+        self.pty_master: int | None = None
         self._spawn()
 
     def _spawn(self) -> None:
         # An interactive bash keeps a handle on the terminal it started with and complains on every command
         # killed by a signal when that is not a tty; so the shell starts with a spare pty as stderr, and its
         # first line moves stderr to the output pipe. Commands themselves never see a terminal.
-        self.pty_master, pty_slave = pty.openpty()
+        try:
+            self.pty_master, stderr = pty.openpty()
+        except OSError:  # no /dev/ptmx in this sandbox: bash then adds a warning to killed commands' output
+            self.pty_master, stderr = None, subprocess.STDOUT
         try:
             self.proc = spawn(
                 self.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=pty_slave,
+                stderr=stderr,
                 env=self.env,
                 cwd=self.cwd if os.path.isdir(self.cwd) else "/",
                 start_new_session=True,
             )
         finally:
-            os.close(pty_slave)
+            if self.pty_master is not None:
+                os.close(stderr)
         assert self.proc.stdout is not None
         enlarge_pipe(self.proc.stdout.fileno())
         # A replacement shell first gets back the exported variables of the one it replaces. The settings
@@ -157,7 +162,8 @@ class ShellSession:
         for pipe in (self.proc.stdin, self.proc.stdout):
             if pipe is not None:
                 pipe.close()
-        os.close(self.pty_master)
+        if self.pty_master is not None:
+            os.close(self.pty_master)
         self.proc = None
         self.pending = b""
         return code
