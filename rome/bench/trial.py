@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.util
 import json
+import os
 import re
+import shutil
+import tempfile
 import time
 from functools import cache
 from pathlib import Path
@@ -62,21 +66,44 @@ class TrialResult(BaseModel):
 
 
 @cache
-def pytest_bundle() -> tuple[Path, ...]:
-    """The host's pytest packages and their dist-info folders (pytest reads its plugins' versions)."""
-    paths: list[Path] = []
+def pytest_bundle() -> Path:
+    """A folder `pytest/` holding the host's pytest and its pure-Python dependencies (with their dist-info,
+    since pytest reads plugin versions), made once per process and uploaded in one piece."""
+    from importlib.metadata import version
+
+    cached = Path(tempfile.gettempdir()) / f"rome-bench-pytest-{version('pytest')}-{os.getuid()}" / "pytest"
+    if cached.is_dir():
+        return cached
+    bundle = Path(tempfile.mkdtemp(prefix="rome-bench-pytest-")) / "pytest"
+    bundle.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in PYTEST_PACKAGES:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
             continue
         origin = Path(spec.origin)
-        paths.append(origin.parent if origin.name == "__init__.py" else origin)
-        paths += [
-            info
-            for info in origin.parent.parent.glob("*.dist-info")
-            if info.name.lower().startswith(f"{name.lower()}-") and origin.name == "__init__.py"
-        ]
-    return tuple(dict.fromkeys(paths))
+        if origin.name != "__init__.py":
+            shutil.copy2(origin, bundle / origin.name)
+            continue
+        shutil.copytree(origin.parent, bundle / name, ignore=skip)
+        for info in origin.parent.parent.glob("*.dist-info"):
+            if info.name.lower().startswith(f"{name.lower()}-"):
+                shutil.copytree(info, bundle / info.name, ignore=skip)
+    cached.parent.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):  # another process may have put its copy there first
+        os.rename(bundle, cached)
+    return cached if cached.is_dir() else bundle
+
+
+def uses_pytest(task: Task) -> bool:
+    """Whether the task's tests run pytest (then pytest is uploaded for images that lack it)."""
+    if task.grading == "pytest":
+        return True
+    return any(
+        "pytest" in path.read_text(errors="replace")
+        for path in [*task.tests_dir.glob("*.sh"), *task.extra_test_files]
+        if path.is_file()
+    )
 
 
 _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR) ", re.MULTILINE)
@@ -108,7 +135,8 @@ def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
     sandbox.run(f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS}", timeout=30)
     tests = sorted(task.tests_dir.iterdir()) if task.tests_dir.is_dir() else []
     sandbox.upload([*tests, *task.extra_test_files], TESTS_MOUNT)
-    sandbox.upload(list(pytest_bundle()), PYTEST_MOUNT)
+    if uses_pytest(task):
+        sandbox.upload([pytest_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
     env = {"TEST_DIR": TESTS_MOUNT, "PYTHONPATH": PYTEST_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
     run = sandbox.run(task.test_command, timeout=task.verifier_timeout_sec, env=env)
     result.timings.verifier_sec = run.duration_sec
