@@ -1,23 +1,32 @@
-"""`python -m rock.rocklet [--socket PATH]`: serve until SIGTERM/SIGINT."""
+"""`python -m rock.rocklet [--socket PATH]`: serve until SIGTERM/SIGINT.
 
-import argparse
+Arguments are read by hand: argparse would add a tenth to the start-up time of every sandbox.
+"""
+
 import os
 import signal
+import sys
 import threading
-from pathlib import Path
 
 from rock.rocklet.procs import reap_orphans_forever
-from rock.rocklet.server import DEFAULT_SOCKET, Rocklet, RockletServer
+from rock.rocklet.server import DEFAULT_SOCKET, Rocklet, make_server
+
+USAGE = "usage: python -m rock.rocklet [--socket PATH]"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="rocklet", description="The in-sandbox server of ROCK.")
-    parser.add_argument("--socket", default=DEFAULT_SOCKET, help="unix socket to serve HTTP on")
-    args = parser.parse_args()
-    socket_path = Path(args.socket)
-    state_dir = socket_path.parent / "rocklet-state"
-    state_dir.mkdir(parents=True, exist_ok=True)
-    server = RockletServer(str(socket_path), Rocklet(state_dir))
+def main(argv: list[str]) -> None:
+    socket_path = DEFAULT_SOCKET
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return
+    if argv:
+        if len(argv) != 2 or argv[0] != "--socket":
+            sys.exit(f"rocklet: unexpected arguments {argv}; {USAGE}")
+        socket_path = argv[1]
+    state_dir = os.path.join(os.path.dirname(socket_path), "rocklet-state")
+    os.makedirs(state_dir, exist_ok=True)
+    app = Rocklet(state_dir)
+    server = make_server(socket_path, app)
     if os.getpid() == 1:
         threading.Thread(target=reap_orphans_forever, name="reaper", daemon=True).start()
 
@@ -29,10 +38,11 @@ def main() -> None:
     try:
         server.serve_forever(poll_interval=3600)
     finally:
-        server.rocklet.shutdown()
+        app.shutdown()
         server.server_close()
-        socket_path.unlink(missing_ok=True)
+        if os.path.exists(socket_path):
+            os.unlink(socket_path)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -74,7 +74,7 @@ class RockletClient:
                         f"rocklet did not become ready within {timeout:g} s: {exc}"
                     ) from None
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.1)
+            delay = min(delay * 2, 0.02)
 
     async def health(self, timeout: float = 10.0) -> Health:
         response = await self._request("GET", "/health", timeout=timeout)

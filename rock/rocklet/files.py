@@ -1,8 +1,6 @@
 """Files inside the sandbox: read, write, and tar archives in both directions."""
 
-import io
 import os
-import tarfile
 
 from rock.rocklet.errors import RemoteFileError, RemoteFileNotFound
 
@@ -32,6 +30,9 @@ def write_file(path: str, data: bytes, mode: int | None) -> None:
 
 def unpack(tar_bytes: bytes, dest: str) -> None:
     """Extract a tar archive under `dest`; members that would land outside it are refused."""
+    import io
+    import tarfile
+
     try:
         os.makedirs(dest, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
@@ -44,6 +45,9 @@ def unpack(tar_bytes: bytes, dest: str) -> None:
 
 def pack(path: str) -> bytes:
     """A tar archive of `path` (a file or a folder), named by its last component, as `docker cp` does."""
+    import io
+    import tarfile
+
     if not os.path.lexists(path):
         raise RemoteFileNotFound(f"{path} does not exist inside the sandbox")
     buffer = io.BytesIO()

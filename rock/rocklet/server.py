@@ -17,11 +17,8 @@ import json
 import os
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler
-from pathlib import Path
-from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote
 
 from rock.rocklet import files
 from rock.rocklet.errors import BadRequest, RockletError, SessionExists, SessionNotFound
@@ -29,6 +26,7 @@ from rock.rocklet.forwarder import Forwarders
 from rock.rocklet.oneshot import run_once
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
 from rock.rocklet.shell import ShellSession, find_shell
+from rock.rocklet.wire import HttpServer, Response
 
 VERSION = "1"
 DEFAULT_SOCKET = "/run/rock/rocklet.sock"
@@ -37,7 +35,7 @@ DEFAULT_SOCKET = "/run/rock/rocklet.sock"
 class Rocklet:
     """What the server can do, independent of HTTP."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: str) -> None:
         self.state_dir = state_dir
         self.base_env = dict(os.environ)
         self.sessions: dict[str, ShellSession] = {}
@@ -117,109 +115,78 @@ def _env(body: dict[str, Any]) -> dict[str, str] | None:
     return env
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: "RockletServer"
+def _json_body(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise BadRequest(f"the request body is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return parsed
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Requests are not logged: the agent's commands are not the rocklet's business to record."""
 
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def _json(payload: Any, status: int = 200) -> Response:
+    return status, "application/json", json.dumps(payload).encode()
 
-    def _send_json(self, payload: Any, status: int = 200) -> None:
-        self._send(status, json.dumps(payload).encode(), "application/json")
 
-    def _body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+def dispatch(app: Rocklet, method: str, target: str, body: bytes) -> Response:
+    """Answer one request; every failure becomes a typed JSON error, so the rocklet always answers."""
+    path, _, query_string = target.partition("?")
+    query = {key: values[-1] for key, values in parse_qs(query_string).items()}
+    parts = [unquote(part) for part in path.strip("/").split("/") if part]
+    try:
+        return _route(app, method, parts, query, body)
+    except RockletError as exc:
+        return _json({"error": {"type": type(exc).__name__, "message": str(exc)}}, exc.status)
+    except Exception as exc:
+        message = f"rocklet internal error: {type(exc).__name__}: {exc}"
+        return _json({"error": {"type": "RockletError", "message": message}}, 500)
 
-    def _json_body(self) -> dict[str, Any]:
-        try:
-            body = json.loads(self._body() or b"{}")
-        except ValueError as exc:
-            raise BadRequest(f"the request body is not JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise BadRequest("the request body must be a JSON object")
-        return body
 
-    def _dispatch(self, method: str) -> None:
-        url = urlsplit(self.path)
-        query = {key: values[-1] for key, values in parse_qs(url.query).items()}
-        parts = [unquote(part) for part in url.path.strip("/").split("/") if part]
-        try:
-            self._route(method, parts, query)
-        except RockletError as exc:
-            self._send_json({"error": {"type": type(exc).__name__, "message": str(exc)}}, exc.status)
-        except Exception as exc:  # the rocklet must answer, whatever went wrong inside it
-            message = f"rocklet internal error: {type(exc).__name__}: {exc}"
-            self._send_json({"error": {"type": "RockletError", "message": message}}, 500)
-
-    def _route(self, method: str, parts: list[str], query: dict[str, str]) -> None:
-        app = self.server.rocklet
-        match method, parts:
-            case "GET", ["health"]:
-                self._send_json(app.health())
-            case "POST", ["sessions"]:
-                body = self._json_body()
-                session = app.create_session(
-                    _field(body, "name", str), _env(body), _field(body, "cwd", str, None)
-                )
-                self._send_json({"name": session.name})
-            case "POST", ["sessions", name, "run"]:
-                body = self._json_body()
-                session = app.session(name, create=True)
-                self._send_json(session.run(_field(body, "cmd", str), _timeout(body), _max_output(body)))
-            case "DELETE", ["sessions", name]:
-                app.close_session(name)
-                self._send_json({"name": name})
-            case "POST", ["exec"]:
-                body = self._json_body()
-                cmd = _field(body, "cmd", (str, list))
-                if isinstance(cmd, list) and not all(isinstance(arg, str) for arg in cmd):
-                    raise BadRequest("field 'cmd' must be a string or a list of strings")
-                env = {**app.base_env, **(_env(body) or {})}
-                cwd = _field(body, "cwd", str, None)
-                self._send_json(run_once(cmd, _timeout(body), cwd, env, _max_output(body)))
-            case "GET", ["files"]:
-                self._send(200, files.read_file(_query_path(query, "path")), "application/octet-stream")
-            case "PUT", ["files"]:
-                path = _query_path(query, "path")
-                mode = int(query["mode"], 8) if query.get("mode") else None
-                files.write_file(path, self._body(), mode)
-                self._send_json({"path": path})
-            case "PUT", ["archive"]:
-                dest = _query_path(query, "dest")
-                files.unpack(self._body(), dest)
-                self._send_json({"dest": dest})
-            case "GET", ["archive"]:
-                self._send(200, files.pack(_query_path(query, "path")), "application/x-tar")
-            case "POST", ["forwarders"]:
-                body = self._json_body()
-                target = _field(body, "target_socket", str)
-                port = app.forwarders.start(_field(body, "port", int), target)
-                self._send_json({"port": port, "target_socket": target})
-            case _:
-                self._body()
-                raise BadRequest(
-                    f"no route {method} /{'/'.join(parts)}; see rock.rocklet.server for the routes"
-                )
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
+def _route(app: Rocklet, method: str, parts: list[str], query: dict[str, str], raw: bytes) -> Response:
+    match method, parts:
+        case "GET", ["health"]:
+            return _json(app.health())
+        case "POST", ["sessions"]:
+            body = _json_body(raw)
+            session = app.create_session(
+                _field(body, "name", str), _env(body), _field(body, "cwd", str, None)
+            )
+            return _json({"name": session.name})
+        case "POST", ["sessions", name, "run"]:
+            body = _json_body(raw)
+            session = app.session(name, create=True)
+            return _json(session.run(_field(body, "cmd", str), _timeout(body), _max_output(body)))
+        case "DELETE", ["sessions", name]:
+            app.close_session(name)
+            return _json({"name": name})
+        case "POST", ["exec"]:
+            body = _json_body(raw)
+            cmd = _field(body, "cmd", (str, list))
+            if isinstance(cmd, list) and not all(isinstance(arg, str) for arg in cmd):
+                raise BadRequest("field 'cmd' must be a string or a list of strings")
+            env = {**app.base_env, **(_env(body) or {})}
+            cwd = _field(body, "cwd", str, None)
+            return _json(run_once(cmd, _timeout(body), cwd, env, _max_output(body)))
+        case "GET", ["files"]:
+            return 200, "application/octet-stream", files.read_file(_query_path(query, "path"))
+        case "PUT", ["files"]:
+            path = _query_path(query, "path")
+            mode = int(query["mode"], 8) if query.get("mode") else None
+            files.write_file(path, raw, mode)
+            return _json({"path": path})
+        case "PUT", ["archive"]:
+            dest = _query_path(query, "dest")
+            files.unpack(raw, dest)
+            return _json({"dest": dest})
+        case "GET", ["archive"]:
+            return 200, "application/x-tar", files.pack(_query_path(query, "path"))
+        case "POST", ["forwarders"]:
+            body = _json_body(raw)
+            target = _field(body, "target_socket", str)
+            port = app.forwarders.start(_field(body, "port", int), target)
+            return _json({"port": port, "target_socket": target})
+    raise BadRequest(f"no route {method} /{'/'.join(parts)}; see rock.rocklet.server for the routes")
 
 
 def _query_path(query: dict[str, str], key: str) -> str:
@@ -228,13 +195,10 @@ def _query_path(query: dict[str, str], key: str) -> str:
     return query[key]
 
 
-class RockletServer(ThreadingMixIn, UnixStreamServer):
-    daemon_threads = True
-
-    def __init__(self, socket_path: str, rocklet: Rocklet) -> None:
-        self.rocklet = rocklet
-        if os.path.exists(socket_path):
-            os.unlink(socket_path)
-        super().__init__(socket_path, Handler)
-        # The host side may connect as another uid than the sandbox's.
-        os.chmod(socket_path, 0o666)
+def make_server(socket_path: str, app: Rocklet) -> HttpServer:
+    if os.path.exists(socket_path):
+        os.unlink(socket_path)
+    server = HttpServer(socket_path, lambda method, target, body: dispatch(app, method, target, body))
+    # The host side may connect as another uid than the sandbox's.
+    os.chmod(socket_path, 0o666)
+    return server

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 from rock.rocklet.errors import BadRequest, RockletError
 from rock.rocklet.output import CappedOutput, observation
@@ -89,7 +88,7 @@ class MarkerScanner:
 
 
 class ShellSession:
-    def __init__(self, name: str, env: dict[str, str], cwd: str | None, state_dir: Path) -> None:
+    def __init__(self, name: str, env: dict[str, str], cwd: str | None, state_dir: str) -> None:
         if not SESSION_NAME.match(name):
             raise BadRequest(
                 f"session name {name!r} is invalid: use 1-64 letters, digits, '_', '.' or '-', starting with "
@@ -102,8 +101,8 @@ class ShellSession:
             raise BadRequest(f"cwd {self.cwd!r} is not a directory inside the sandbox; pass an existing one")
         self.argv = session_argv(find_shell(env))
         self.interactive = "-i" in self.argv
-        self.state_file = state_dir / f"{name}.env"
-        self.state_file.unlink(missing_ok=True)
+        self.state_file = os.path.join(state_dir, f"{name}.env")
+        _remove(self.state_file)
         self.lock = threading.Lock()
         self.pending = b""
         self.proc: subprocess.Popen[bytes] | None = None
@@ -136,7 +135,9 @@ class ShellSession:
         # A replacement shell first gets back the exported variables of the one it replaces. The settings
         # undo what an interactive shell does for a person at a terminal; what the shell prints before the
         # first marker (a banner, warnings) is dropped.
-        restore = f". {sh_quote(str(self.state_file))} >/dev/null 2>&1\n" if self.state_file.exists() else ""
+        restore = (
+            f". {sh_quote(self.state_file)} >/dev/null 2>&1\n" if os.path.exists(self.state_file) else ""
+        )
         bash_only = (
             "set +H +o history\nunset HISTFILE MAILCHECK PROMPT_COMMAND\n" if "--norc" in self.argv else ""
         )
@@ -182,7 +183,7 @@ class ShellSession:
         script = (
             ("" if raw else f"eval {sh_quote(cmd)} </dev/null\n")
             + (cmd if raw else "")
-            + f"__rock_rc=$?; export -p 2>/dev/null >{sh_quote(str(self.state_file))}; "
+            + f"__rock_rc=$?; export -p 2>/dev/null >{sh_quote(self.state_file)}; "
             f'printf \'\\036ROCKLET%s %s %s\\n\' {nonce} "$__rock_rc" "$PWD"\n'
         )
         output = CappedOutput(max_output)
@@ -215,7 +216,8 @@ class ShellSession:
             data = os.read(fd, READ_SIZE)
             if not data:
                 # The shell exited: the command ran `exit`, or was `exec`ed over it.
-                exit_code = self._stop_shell()
+                code = self._stop_shell()
+                exit_code = 128 - code if code is not None and code < 0 else code
                 break
             done = scanner.feed(data)
         scanner.flush()
@@ -230,6 +232,15 @@ class ShellSession:
         return observation(output, exit_code, time.monotonic() - started, escalation > 0, timeout)
 
     def close(self) -> None:
+        # Kill first, so a command still running returns at once instead of holding the lock to its timeout.
+        proc = self.proc
+        if proc is not None:
+            kill_session(proc.pid)
         with self.lock:
             self._stop_shell()
-        self.state_file.unlink(missing_ok=True)
+        _remove(self.state_file)
+
+
+def _remove(path: str) -> None:
+    if os.path.exists(path):
+        os.unlink(path)

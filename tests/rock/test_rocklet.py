@@ -239,3 +239,21 @@ async def test_unreachable_socket_is_a_typed_error(tmp_path: Path) -> None:
             await absent.health()
         with pytest.raises(RockletUnavailable, match="did not become ready"):
             await absent.wait_ready(timeout=0.2)
+
+
+async def test_large_multiline_command_and_binary_output(client: RockletClient, tmp_path: Path) -> None:
+    body = "\n".join(f"line {i} with 'quotes' and \"double\" and $dollar" for i in range(5000))
+    target = tmp_path / "big.txt"
+    result = await client.run(f"cat > {target} <<'EOF'\n{body}\nEOF\nwc -l < {target}", "heredoc")
+    assert result.output.strip() == "5000" and result.exit_code == 0
+    assert target.read_text() == body + "\n"
+    binary = await client.exec("printf 'ok\\377\\376end'")
+    assert binary.output == "ok\ufffd\ufffdend"
+
+
+async def test_closing_a_session_stops_its_running_command(client: RockletClient) -> None:
+    running = asyncio.create_task(client.run("sleep 60", "closing", timeout=60))
+    await asyncio.sleep(0.5)
+    await client.close_session("closing")
+    result = await asyncio.wait_for(running, timeout=10)
+    assert result.exit_code == 128 + 9

@@ -1,0 +1,88 @@
+"""Minimal HTTP/1.1 over a unix socket: enough for httpx (keep-alive, Content-Length or chunked bodies).
+
+The standard library's http.server pulls in http.client, ssl and email, which is a third of the rocklet's
+start-up time; its only client is RockletClient, so this small framing layer serves it instead.
+"""
+
+import contextlib
+import socketserver
+from collections.abc import Callable
+from typing import BinaryIO
+
+Response = tuple[int, str, bytes]
+Dispatch = Callable[[str, str, bytes], Response]
+
+MAX_LINE = 65536
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 422: "Unprocessable Entity"}
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def _read_line(rfile: BinaryIO) -> bytes:
+    line = rfile.readline(MAX_LINE + 1)
+    if len(line) > MAX_LINE:
+        raise ProtocolError("header line too long")
+    return line
+
+
+def _read_body(rfile: BinaryIO, headers: dict[str, str]) -> bytes:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int(_read_line(rfile).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while _read_line(rfile) not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(chunks)
+            chunks.append(rfile.read(size))
+            _read_line(rfile)
+    length = int(headers.get("content-length") or 0)
+    return rfile.read(length) if length else b""
+
+
+class Handler(socketserver.StreamRequestHandler):
+    server: "HttpServer"
+
+    def handle(self) -> None:
+        while True:
+            try:
+                request_line = _read_line(self.rfile)
+                if not request_line:
+                    return
+                if not request_line.strip():
+                    continue
+                method, target, version = request_line.decode("latin-1").split()
+                headers = {}
+                while (line := _read_line(self.rfile)) not in (b"\r\n", b"\n", b""):
+                    name, _, value = line.decode("latin-1").partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                body = _read_body(self.rfile, headers)
+            except (ProtocolError, ValueError):
+                self._respond(400, "text/plain", b"malformed HTTP request", keep_alive=False)
+                return
+            status, content_type, payload = self.server.dispatch(method, target, body)
+            keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+            self._respond(status, content_type, payload, keep_alive)
+            if not keep_alive:
+                return
+
+    def _respond(self, status: int, content_type: str, payload: bytes, keep_alive: bool) -> None:
+        connection = "" if keep_alive else "Connection: close\r\n"
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n{connection}\r\n"
+        )
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(head.encode("latin-1") + payload)
+
+
+class HttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """One thread per connection; `dispatch(method, target, body) -> (status, content type, payload)`."""
+
+    daemon_threads = True
+
+    def __init__(self, socket_path: str, dispatch: Dispatch) -> None:
+        self.dispatch = dispatch
+        super().__init__(socket_path, Handler)
