@@ -14,20 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import docker
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "rock"))
-
-from rock_fleet import Fleet, short_tmp
-
 from rock.images import resolve_image
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
+from rock.testing import Fleet, short_tmp
 
 LIMITS = {"cpus": 0.25, "memory": "256m"}
 

@@ -78,8 +78,6 @@ class Fleet:
             str(self.port),
             "--state-dir",
             str(state_dir),
-            "--heartbeat-timeout",
-            "8",
             "--log-level",
             "info",
         ]

@@ -12,6 +12,7 @@ import functools
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -38,6 +39,9 @@ class WorkerService:
         self.config = config
         self.url = config.url(config.port)
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="rock-docker")
+        # Heartbeats list containers on their own thread: a burst of creates must not delay them past the
+        # admin's heartbeat timeout (which would mark this worker and its sandboxes lost).
+        self._heartbeat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rock-heartbeat")
         self._clients: dict[str, RockletClient] = {}
         self._specs: dict[str, SandboxSpec] = {}
         self._starting: set[str] = set()
@@ -87,6 +91,7 @@ class WorkerService:
             await client.aclose()
         await self._http.aclose()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._heartbeat_pool.shutdown(wait=False, cancel_futures=True)
 
     async def reconcile(self) -> None:
         """Adopt this worker's running containers whose rocklet answers; remove the others' leftovers.
@@ -148,7 +153,7 @@ class WorkerService:
                 ) from exc
             client = RockletClient(host_dir / "rocklet.sock")
             try:
-                await client.wait_ready(timeout=spec.start_timeout)
+                await _wait_for_rocklet(client, host_dir / "rocklet.sock", spec.start_timeout)
             except RockletError as exc:
                 await client.aclose()
                 failure = await self._diagnose(sandbox_id, spec)
@@ -262,8 +267,8 @@ class WorkerService:
         listed_at = datetime.now(UTC)
         for sandbox_id in list(self._oom_counters):
             self._oom_killed(sandbox_id)
-        sandboxes = await self._blocking(
-            containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
+        sandboxes = await asyncio.get_running_loop().run_in_executor(
+            self._heartbeat_pool, containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
         )
         beat = Heartbeat(
             worker_id=self.config.id,
@@ -301,3 +306,14 @@ class WorkerService:
                     )
             # Right after start the admin may still be coming up: retry fast for the first few seconds.
             await asyncio.sleep(0.25 if 0 < failures < 20 else self.config.heartbeat_interval)
+
+
+async def _wait_for_rocklet(client: RockletClient, socket: Path, timeout: float) -> None:
+    """Wait for the rocklet's socket file every 10 ms (a cheap stat), then for its /health answer.
+
+    Finer than RockletClient.wait_ready's back-off, which can overshoot the start by up to 100 ms.
+    """
+    deadline = time.monotonic() + timeout
+    while not socket.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    await client.wait_ready(timeout=max(deadline - time.monotonic(), 0.1))
