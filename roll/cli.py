@@ -44,3 +44,7 @@ def serve(
     engine = TorchEngine(loaded, TorchEngineConfig(max_batch_size=max_batch_size))
     console.print(f"Serving [bold]{loaded.model_id}[/bold] at http://{host}:{port}/v1")
     uvicorn.run(create_app(engine, loaded), host=host, port=port, log_level="info")
+
+
+if __name__ == "__main__":
+    app()

@@ -52,7 +52,11 @@ def serve_on_loopback(engine: InferenceEngine, loaded: LoadedModel) -> Iterator[
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, loaded), log_level="warning", lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(engine, loaded), log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        )
+    )
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"roll-serve-{port}"
     )

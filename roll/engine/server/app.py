@@ -6,12 +6,13 @@ runs on the server's event loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from roll.engine.protocol import InferenceEngine
 from roll.engine.server.chat import create_chat_completion
@@ -41,15 +42,7 @@ def create_app(engine: InferenceEngine, loaded: LoadedModel) -> FastAPI:
     app.state.roll = state
     install_error_handlers(app)
 
-    @app.middleware("http")
-    async def count_requests(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        route = request.scope.get("route")
-        endpoint = getattr(route, "path", "unmatched")  # the route, not the raw path: bounded label values
-        state.metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        return response
+    app.add_middleware(RequestCounter, metrics=state.metrics)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -93,3 +86,34 @@ def create_app(engine: InferenceEngine, loaded: LoadedModel) -> FastAPI:
         return await create_completion(state, body, request)
 
     return app
+
+
+class RequestCounter:
+    """Counts requests by route and status.
+
+    Plain ASGI on purpose: FastAPI's `@app.middleware("http")` wraps `receive` so that handlers no longer see
+    the client disconnect, which is what aborts abandoned requests.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self._app = app
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_with_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._app(scope, receive, send_with_status)
+        finally:
+            # The matched route's template, not the raw path, keeps the label values bounded.
+            endpoint = getattr(scope.get("route"), "path", "unmatched")
+            self._metrics.requests.labels(endpoint, str(status)).inc()
