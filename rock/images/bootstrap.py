@@ -6,6 +6,7 @@ then build docker/debian, docker/python and docker/busybox on top. Each image ca
 its recipe and parent; when all labels match, nothing is done.
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -46,8 +47,17 @@ class SilentReporter:
 
 
 def ensure_base_images(reporter: Reporter | None = None, force: bool = False) -> dict[str, str]:
-    """Build whatever base image is missing or outdated; returns {image name: image id}."""
+    """Build whatever base image is missing or outdated; returns {image name: image id}.
+
+    Concurrent callers (set-up and a test run, say) wait for each other instead of building twice.
+    """
     report = reporter or SilentReporter()
+    with open(_images_dir() / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure(report, force)
+
+
+def _ensure(report: Reporter, force: bool) -> dict[str, str]:
     report.step("Docker engine")
     try:
         client = docker_client()
