@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -78,6 +79,7 @@ class LocalFleet:
                 os.killpg(self._proc.pid, signal.SIGKILL)
                 self._proc.wait()
         self._remove_containers()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def _remove_containers(self) -> None:
         import docker

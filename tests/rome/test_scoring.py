@@ -36,12 +36,20 @@ def test_ks_reported() -> None:
 
 
 def trial(task: str, category: str, difficulty: str, reward: float, mode: str | None = None) -> dict:
-    return {"task_id": task, "category": category, "difficulty": difficulty, "reward": reward, "failure_mode": mode}
+    return {
+        "task_id": task,
+        "category": category,
+        "difficulty": difficulty,
+        "reward": reward,
+        "failure_mode": mode,
+    }
 
 
 def test_summary_by_domain_and_difficulty() -> None:
     trials = [trial("A", "x", "easy", r) for r in (1, 0, 1, 0)]
-    trials += [trial("B", "x", "hard", r, m) for r, m in ((0, "agent_timeout"), (0.5, None), (0, None), (1, None))]
+    trials += [
+        trial("B", "x", "hard", r, m) for r, m in ((0, "agent_timeout"), (0.5, None), (0, None), (1, None))
+    ]
     trials += [trial("C", "y", "easy", 1) for _ in range(4)]
     s = summarize(trials)
     # A passes 2/4, B 1/4 (a partial reward of 0.5 is not a pass), C 4/4.

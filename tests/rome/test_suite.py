@@ -38,7 +38,9 @@ def test_suite_loads_cleanly_with_every_domain(suite) -> None:
 def test_tasks_build_offline_from_local_bases(suite) -> None:
     for task in suite.tasks:
         dockerfile = task.dockerfile.read_text()
-        assert re.findall(r"^FROM (\S+)", dockerfile, re.M) in (["python:3.11-slim"], ["debian:bookworm"]), task.id
+        assert re.findall(r"^FROM (\S+)", dockerfile, re.M) in (["python:3.11-slim"], ["debian:bookworm"]), (
+            task.id
+        )
         assert "pip install" not in dockerfile, task.id
         assert task.solution_command is not None, task.id
         assert not task.allow_internet, task.id

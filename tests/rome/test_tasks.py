@@ -56,7 +56,12 @@ def tb_task(root: Path, name: str = "t1", yaml_text: str | None = None) -> Path:
 def test_harbor_layout_loads_every_field(tmp_path: Path) -> None:
     task = load_task(harbor_task(tmp_path))
     assert isinstance(task, Task)
-    assert (task.layout, task.difficulty, task.category, task.tags) == ("harbor", "hard", "security", ["a", "b"])
+    assert (task.layout, task.difficulty, task.category, task.tags) == (
+        "harbor",
+        "hard",
+        "security",
+        ["a", "b"],
+    )
     assert (task.agent_timeout_sec, task.verifier_timeout_sec) == (321.0, 45.0)
     assert (task.cpus, task.memory_mb, task.allow_internet) == (2.0, 2048, True)
     assert task.instruction == "Do the thing."
@@ -92,9 +97,24 @@ def test_terminal_bench_layout(tmp_path: Path) -> None:
     ("mutate", "file", "field", "words"),
     [
         (lambda d: write(d / "task.toml", "[agent\ntimeout_sec = 1"), "task.toml", None, "not valid TOML"),
-        (lambda d: write(d / "task.toml", "[agent]\ntimeout_sec = -5\n"), "task.toml", "[agent].timeout_sec", "greater"),
-        (lambda d: write(d / "task.toml", '[verifier]\ntimeout_sec = "soon"\n'), "task.toml", "[verifier].timeout_sec", "number"),
-        (lambda d: write(d / "task.toml", '[environment]\nmemory = "lots"\n'), "task.toml", "[environment].memory", "size"),
+        (
+            lambda d: write(d / "task.toml", "[agent]\ntimeout_sec = -5\n"),
+            "task.toml",
+            "[agent].timeout_sec",
+            "greater",
+        ),
+        (
+            lambda d: write(d / "task.toml", '[verifier]\ntimeout_sec = "soon"\n'),
+            "task.toml",
+            "[verifier].timeout_sec",
+            "number",
+        ),
+        (
+            lambda d: write(d / "task.toml", '[environment]\nmemory = "lots"\n'),
+            "task.toml",
+            "[environment].memory",
+            "size",
+        ),
         (lambda d: (d / "instruction.md").unlink(), "instruction.md", None, "missing"),
         (lambda d: write(d / "instruction.md", "  \n"), "instruction.md", None, "empty"),
         (lambda d: (d / "environment" / "Dockerfile").unlink(), "environment/Dockerfile", None, "missing"),
