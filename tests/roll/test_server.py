@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -304,3 +305,52 @@ def test_health_and_metrics(tiny_moe_server: str) -> None:
     assert 'roll_server_requests_total{endpoint="/v1/chat/completions",status="200"}' in metrics
     assert "roll_engine_generated_tokens" in metrics
     assert "roll_server_time_to_first_token_seconds_count" in metrics
+
+
+async def test_concurrent_chats_each_match_the_model_alone(
+    tiny_moe: LoadedModel, tiny_moe_server: str
+) -> None:
+    api = openai.AsyncOpenAI(base_url=tiny_moe_server, api_key="unused", max_retries=0, timeout=120)
+    questions = [
+        "Hi",
+        "Tell me a story about a dragon and a knight.",
+        "2+2?",
+        "Name three colours " * 6,
+        "Why?",
+        "Ok",
+    ]
+    limits = [8, 3, 6, 5, 8, 1]
+    responses = await asyncio.gather(
+        *(
+            api.chat.completions.create(
+                model=TINY,
+                messages=[{"role": "user", "content": question}],
+                temperature=0,
+                max_tokens=limit,
+                extra_body={"return_token_ids": True},
+            )
+            for question, limit in zip(questions, limits, strict=True)
+        )
+    )
+    await api.close()
+    for response, limit in zip(responses, limits, strict=True):
+        choice = response.choices[0]
+        assert choice.token_ids == hf_greedy(tiny_moe, response.prompt_token_ids, limit)
+
+
+def test_text_completions_batch_prompts_and_n(tiny_moe_server: str) -> None:
+    response = client(tiny_moe_server).completions.create(
+        model=TINY,
+        prompt=["The sky is", "Water is"],
+        n=2,
+        max_tokens=3,
+        temperature=0,
+        extra_body={"return_token_ids": True},
+    )
+    choices = response.choices
+    assert [c.index for c in choices] == [0, 1, 2, 3]
+    assert choices[0].token_ids == choices[1].token_ids  # greedy: both samples of a prompt agree
+    assert choices[2].token_ids == choices[3].token_ids
+    assert choices[0].prompt_token_ids != choices[2].prompt_token_ids
+    assert response.usage.completion_tokens == sum(len(c.token_ids) for c in choices)
+    assert all((c.finish_reason == "length") == (len(c.token_ids) == 3) for c in choices)
