@@ -257,3 +257,25 @@ async def test_closing_a_session_stops_its_running_command(client: RockletClient
     await client.close_session("closing")
     result = await asyncio.wait_for(running, timeout=10)
     assert result.exit_code == 128 + 9
+
+
+async def test_malformed_http_is_refused_and_the_rocklet_keeps_serving(
+    client: RockletClient, rocklet_socket: Path
+) -> None:
+    reader, writer = await asyncio.open_unix_connection(str(rocklet_socket))
+    writer.write(b"NONSENSE\r\n\r\n")
+    await writer.drain()
+    assert (await reader.read()).startswith(b"HTTP/1.1 400")
+    writer.close()
+
+    reader, writer = await asyncio.open_unix_connection(str(rocklet_socket))
+    body = b'{"cmd": ["echo", "chunked"], "timeout": 5}'
+    writer.write(
+        b"POST /exec HTTP/1.1\r\nHost: rocklet\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    )
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    assert response.startswith(b"HTTP/1.1 200") and b'"output": "chunked\\n"' in response
+    assert (await client.health()).status == "ok"

@@ -122,6 +122,20 @@ async def test_rocklet_serves_a_session_in_a_locked_down_sandbox(sandbox: tuple[
 
 
 @pytest.mark.docker
+async def test_rocklet_as_pid_1_reaps_orphans(sandbox: tuple[RockletClient, Path]) -> None:
+    client, _ = sandbox
+    await client.run("for i in 1 2 3 4 5; do (sleep 0.1 &) ; done", "orphans")
+    count = "cat /proc/[0-9]*/stat 2>/dev/null | awk '$3 == \"Z\"' | wc -l"
+    zombies = None
+    for _ in range(30):
+        await asyncio.sleep(0.2)
+        zombies = (await client.exec(count)).output.strip()
+        if zombies == "0":
+            break
+    assert zombies == "0"
+
+
+@pytest.mark.docker
 async def test_forwarder_reaches_a_host_socket_from_a_sandbox_without_network(
     sandbox: tuple[RockletClient, Path],
 ) -> None:
