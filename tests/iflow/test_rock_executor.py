@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +23,7 @@ from rock.testing import Fleet, short_tmp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SMALL = {"cpus": 0.5, "memory": "256m"}
+IFLOW = str(Path(sys.executable).parent / "iflow")
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 TOOLS = {tool.name: tool for tool in all_tools()}
 
@@ -99,3 +103,40 @@ def test_every_tool_works_in_a_busybox_sandbox(fleet: Fleet, tmp_path: Path) -> 
         assert before["gone.py"] is None and before["calc.py"] is not None
         sandbox.run("sleep 1; echo more >> /tmp/proj/calc.py")
         assert executor.fingerprints(["calc.py"])["calc.py"] != before["calc.py"]
+
+
+def test_cli_sandbox_flag_copies_the_project_in_and_leaves_the_host_alone(
+    fleet: Fleet, git_repo: Path
+) -> None:
+    script = [
+        call("replace", file_path="calc.py", old_string="return a - b", new_string="return a + b"),
+        call("run_shell_command", command="pwd; python3 -c 'import calc; print(calc.add(2, 3))'"),
+        say("Fixed inside the sandbox."),
+    ]
+    env = {**os.environ, "ROCK_ADMIN_URL": fleet.url}
+    before = fleet.containers()
+    with ScriptedOpenAIServer(script) as server:
+        done = subprocess.run(
+            [
+                IFLOW,
+                "-p",
+                "fix add",
+                "--yolo",
+                "--sandbox",
+                "python:3.11",
+                "--base-url",
+                server.url,
+                "--model",
+                "m",
+            ],
+            cwd=git_repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        shell_result = last_tool_result(server.requests[2])
+    assert done.returncode == 0, done.stderr
+    assert shell_result == f"Output:\n/tmp/workspace/{git_repo.name}\n5\nExit code: 0"
+    assert "return a - b" in (git_repo / "calc.py").read_text()
+    assert fleet.containers() <= before, "the CLI left its sandbox behind"
