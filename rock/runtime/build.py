@@ -23,7 +23,7 @@ import rock.rocklet
 from rock.runtime.command import LOADER
 from rock.runtime.home import ale_home
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 # Parts of the standard library the rocklet never needs (tests, GUI, installers, build configuration).
 SKIPPED_DIRS = {"test", "tests", "idle_test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3"}
 SKIPPED_PREFIXES = ("site-packages", "config-", "__phello__")
@@ -157,7 +157,9 @@ def _copy_shared_libraries(binaries: list[Path], lib: Path) -> Path:
 def _build_rocklet(python_part: Path, dest: Path) -> None:
     shutil.copytree(python_part, dest, copy_function=os.link)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    package = dest / "lib" / version / "site-packages" / "rock"
+    # Beside the standard library, which is on sys.path whatever the interpreter's site.py does (Debian's
+    # looks in dist-packages), so the rocklet runs with -S too.
+    package = dest / "lib" / version / "rock"
     (package / "rocklet").mkdir(parents=True)
     (package / "__init__.py").write_text('"""ROCK: only the rocklet is shipped in the sandbox runtime."""\n')
     for source in _rocklet_sources():

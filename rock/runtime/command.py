@@ -8,8 +8,9 @@ LOADER = "lib/ld.so"
 def rocklet_container_command(socket_path: str = ROCKLET_SOCKET, mount: str = RUNTIME_MOUNT) -> list[str]:
     """The container's entrypoint: the bundled loader runs the bundled interpreter on the bundled libraries.
 
-    `-I` (isolated mode) keeps the image's PYTHON* variables and the user's site-packages out of the rocklet;
-    the interpreter finds its standard library from its own location, so no environment variable is needed.
+    `-I` (isolated mode) keeps the image's PYTHON* variables out of the rocklet and `-S` skips site-packages
+    (the rocklet lives beside the standard library); the interpreter finds its standard library from its
+    own location, so no environment variable is needed.
     """
     return [
         f"{mount}/{LOADER}",
@@ -17,6 +18,7 @@ def rocklet_container_command(socket_path: str = ROCKLET_SOCKET, mount: str = RU
         f"{mount}/lib",
         f"{mount}/bin/python3",
         "-I",
+        "-S",
         "-m",
         "rock.rocklet",
         "--socket",

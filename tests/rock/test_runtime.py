@@ -33,7 +33,7 @@ def test_runtime_is_cached_and_holds_what_the_rocklet_needs(runtime: Path) -> No
     stdlib = runtime / "lib" / "python3.11"
     assert (stdlib / "os.py").is_file() and (stdlib / "lib-dynload").is_dir()
     assert not (stdlib / "test").exists() and not (stdlib / "tkinter").exists()
-    shipped = {p.name for p in (stdlib / "site-packages" / "rock" / "rocklet").glob("*.py")}
+    shipped = {p.name for p in (stdlib / "rock" / "rocklet").glob("*.py")}
     assert {"server.py", "shell.py", "__main__.py"} <= shipped
     assert "client.py" not in shipped
 
@@ -42,7 +42,7 @@ def test_bundled_interpreter_runs_through_its_loader_with_an_empty_environment(r
     command = rocklet_container_command(mount=str(runtime))[:4]
     script = "import sys, ssl, json, pty, rock.rocklet.server; print(sys.prefix)"
     result = subprocess.run(
-        ["env", "-i", *command, "-I", "-c", script], capture_output=True, text=True, check=True
+        ["env", "-i", *command, "-I", "-S", "-c", script], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == str(runtime)
 
