@@ -18,7 +18,7 @@ _F_SETPIPE_SZ = 1031
 
 
 def _processes() -> list[tuple[int, bytes, int, int]]:
-    """(pid, state, ppid, session id) of every process visible in /proc."""
+    """(pid, state, ppid, session id) of every process visible in /proc (few, inside a sandbox)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

@@ -9,6 +9,7 @@ still does not answer (its stdout redirected, say), or a plain sh (see `session_
 timeout by a new one that gets back the last cwd and exported variables, so the session stays usable.
 """
 
+import contextlib
 import os
 import pty
 import re
@@ -143,7 +144,7 @@ class ShellSession:
         )
         init = f"exec 2>&1\n{restore}set +m\n{bash_only}PS1='' PS2=''\n"
         result = self._run_locked(init, STARTUP_TIMEOUT, 0, raw=True)
-        if result["exit_code"] is None:
+        if result["exit_code"] is None or self.proc is None:
             self._stop_shell()
             raise RockletError(
                 f"the shell {self.argv[0]} did not start within {STARTUP_TIMEOUT:g} s; check that it runs "
@@ -184,13 +185,15 @@ class ShellSession:
             ("" if raw else f"eval {sh_quote(cmd)} </dev/null\n")
             + (cmd if raw else "")
             + f"__rock_rc=$?; export -p 2>/dev/null >{sh_quote(self.state_file)}; "
-            f'printf \'\\036ROCKLET%s %s %s\\n\' {nonce} "$__rock_rc" "$PWD"\n'
+            f'command printf \'\\036ROCKLET%s %s %s\\n\' {nonce} "$__rock_rc" "$PWD"\n'
         )
         output = CappedOutput(max_output)
         scanner = MarkerScanner(b"\x1eROCKLET" + nonce.encode() + b" ", output)
         started = time.monotonic()
+        # Processes alive now (the shell, earlier background jobs) are spared if this command times out.
         preexisting = set(session_members(self.proc.pid))
-        self._send(script)
+        with contextlib.suppress(BrokenPipeError):  # a shell that died is noticed below, as end of output
+            self._send(script)
         fd = self.proc.stdout.fileno()
         exit_code: int | None = None
         escalation = 0
@@ -202,7 +205,8 @@ class ShellSession:
                 escalation += 1 if self.interactive else 3
                 if escalation == 1:
                     # What Ctrl-C does: abort the command list, back to the prompt.
-                    os.killpg(self.proc.pid, signal.SIGINT)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(self.proc.pid, signal.SIGINT)
                     deadline = time.monotonic() + INTERRUPT_GRACE
                 elif escalation == 2:
                     kill_session(self.proc.pid, spare=preexisting)

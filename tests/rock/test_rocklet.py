@@ -88,6 +88,12 @@ async def test_syntax_error_and_exit_leave_the_session_usable(client: RockletCli
     assert after.output == "yes\n/\n"
 
 
+async def test_user_functions_named_like_builtins_do_not_break_the_session(client: RockletClient) -> None:
+    await client.run("printf() { echo hijacked; }; set -x", "shadow")
+    result = await client.run("echo visible", "shadow")
+    assert result.exit_code == 0 and "visible" in result.output
+
+
 async def test_create_and_close_session(client: RockletClient, tmp_path: Path) -> None:
     await client.create_session("made", env={"ONLY_HERE": "1"}, cwd=str(tmp_path))
     result = await client.run("echo $ONLY_HERE; pwd", "made")
