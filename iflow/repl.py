@@ -150,6 +150,7 @@ class Repl:
         home = iflow_home()
         home.mkdir(parents=True, exist_ok=True)
         self.input = PromptSession(history=FileHistory(str(home / "history")), key_bindings=_key_bindings())
+        self.confirm: PromptSession[str] = PromptSession()  # answers to approvals stay out of the history
         self.agent = self._new_agent(session)
 
     def _new_agent(self, session: Session | None) -> Agent:
@@ -221,7 +222,7 @@ class Repl:
             )
         )
         while True:
-            answer = self.input.prompt("Allow? [y]es / [a]lways for this tool / [n]o: ", multiline=False)
+            answer = self.confirm.prompt("Allow? [y]es / [a]lways for this tool / [n]o: ")
             choice = answer.strip().lower()[:1]
             if choice == "y":
                 return Decision.ALLOW

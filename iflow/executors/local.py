@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from iflow.executors.base import (
     DEFAULT_OUTPUT_CAP,
@@ -78,8 +79,7 @@ class LocalExecutor:
             except KeyboardInterrupt:
                 _kill_group(process)
                 raise
-            output.seek(0)
-            text = output.read().decode("utf-8", "replace")
+            text = _read_bounded(output, self.output_cap)
         if not timed_out and self._cwd_file.exists():
             new_cwd = Path(self._cwd_file.read_text().strip())
             if new_cwd.is_dir():
@@ -229,6 +229,18 @@ class LocalExecutor:
 
     def close(self) -> None:
         shutil.rmtree(self._state_dir, ignore_errors=True)
+
+
+def _read_bounded(file: IO[bytes], cap: int) -> str:
+    """The output, reading only its head and tail when it is far past the cap (a runaway command)."""
+    size = file.seek(0, os.SEEK_END)
+    file.seek(0)
+    if size <= 4 * cap:
+        return file.read().decode("utf-8", "replace")
+    head = file.read(2 * cap).decode("utf-8", "replace")
+    file.seek(size - 2 * cap)
+    tail = file.read().decode("utf-8", "replace")
+    return f"{head}\n... [{size - 4 * cap} bytes omitted] ...\n{tail}"
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

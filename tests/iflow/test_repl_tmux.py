@@ -82,8 +82,11 @@ def test_prompt_approval_todo_interrupt_and_exit(
         terminal.tmux("new-session", "-d", "-s", terminal.name, "-x", "140", "-y", "50", command)
         terminal.wait_for("/help for commands")
 
-        terminal.type_line("please create hello.txt")
+        terminal.send("-l", "please create")
+        terminal.send("M-Enter")  # Alt-Enter: a second line, not a submission
+        terminal.type_line("hello.txt")
         screen = terminal.wait_for("Allow? [y]es")
+        assert server.requests[0]["messages"][1]["content"].startswith("please create\nhello.txt")
         assert "Planning first." in screen and "write_file hello.txt" in screen
         assert not (git_repo / "hello.txt").exists()
         terminal.type_line("y")
@@ -101,6 +104,9 @@ def test_prompt_approval_todo_interrupt_and_exit(
         terminal.send("C-c")
         terminal.wait_for("turn ended: interrupted")
 
+        terminal.send("C-c")  # at the prompt Ctrl-C clears the line; it does not quit
+        time.sleep(0.3)
+        assert terminal.alive()
         terminal.type_line("/exit")
         screen = terminal.wait_for("session saved")
         deadline = time.monotonic() + 10
@@ -109,4 +115,5 @@ def test_prompt_approval_todo_interrupt_and_exit(
     assert not terminal.alive(), "iflow did not exit after /exit"
     assert "resume with iflow -r" in screen
     history = (iflow_home / "history").read_text()
-    assert "please create hello.txt" in history and "/todo" in history
+    assert "hello.txt" in history and "/todo" in history
+    assert "\n+y\n" not in history, "approval answers must not enter the prompt history"
