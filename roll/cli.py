@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from roll.pipeline.cli import plot, train
+
 app = typer.Typer(
     name="roll", help="ROLL: RL training for agents, and its inference server.", no_args_is_help=True
 )
@@ -38,12 +40,16 @@ def serve(
     console = Console(stderr=True)
     try:
         loaded = load_model(model, device=device)
-    except ModelNotFoundError as error:
+    except (ModelNotFoundError, FileNotFoundError) as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
     engine = TorchEngine(loaded, TorchEngineConfig(max_batch_size=max_batch_size))
     console.print(f"Serving [bold]{loaded.model_id}[/bold] at http://{host}:{port}/v1")
     uvicorn.run(create_app(engine, loaded), host=host, port=port, log_level="info")
+
+
+app.command("train")(train)
+app.command("plot")(plot)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
 class ModelNotFoundError(ValueError):
     """A model id that is neither a builtin nor a Hugging Face model folder."""
 
@@ -62,6 +65,9 @@ def load_model(model_id: str, *, dtype: torch.dtype | None = None, device: str =
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model_path(model_id)
+    # transformers would otherwise build an empty tokenizer from the config's model type.
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise _not_found(model_id, f"{path} has no usable tokenizer (none of {', '.join(TOKENIZER_FILES)})")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32).to(device).eval()
     return LoadedModel(

@@ -106,3 +106,10 @@ def test_unknown_ids_name_what_is_available(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a model")
     with pytest.raises(ModelNotFoundError, match="not a model folder"):
         load_model(str(tmp_path))
+
+
+def test_a_model_folder_without_tokenizer_is_a_clear_error(tiny_moe: LoadedModel, tmp_path: Path) -> None:
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / name).symlink_to(tiny_moe.path / name)
+    with pytest.raises(ModelNotFoundError, match="no usable tokenizer"):
+        load_model(str(tmp_path))

@@ -43,8 +43,11 @@ def hf_greedy(loaded: LoadedModel, prompt_ids: list[int], max_new_tokens: int) -
 
 
 def test_models_lists_the_served_model(tiny_moe_server: str) -> None:
-    models = client(tiny_moe_server).models.list()
-    assert [model.id for model in models.data] == [TINY]
+    api = client(tiny_moe_server)
+    assert [model.id for model in api.models.list().data] == [TINY]
+    assert api.models.retrieve(TINY).id == TINY
+    with pytest.raises(openai.NotFoundError, match="model_not_found"):
+        api.models.retrieve("gpt-4o")
 
 
 @pytest.mark.slow

@@ -60,20 +60,23 @@ def create_app(engine: InferenceEngine, loaded: LoadedModel) -> FastAPI:
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    def model_card() -> dict[str, Any]:
+        return {
+            "id": state.model_id,
+            "object": "model",
+            "created": state.created,
+            "owned_by": "roll",
+            "max_model_len": engine.max_context,
+        }
+
     @app.get("/v1/models")
     async def list_models() -> dict[str, Any]:
-        return {
-            "object": "list",
-            "data": [
-                {
-                    "id": state.model_id,
-                    "object": "model",
-                    "created": state.created,
-                    "owned_by": "roll",
-                    "max_model_len": engine.max_context,
-                }
-            ],
-        }
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model:path}")
+    async def retrieve_model(model: str) -> dict[str, Any]:
+        state.check_model(model)
+        return model_card()
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(

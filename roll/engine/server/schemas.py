@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Newer clients add presentation-only options here (e.g. include_obfuscation); they change no tokens.
+    model_config = ConfigDict(extra="ignore")
 
     include_usage: bool = False
 
