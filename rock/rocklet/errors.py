@@ -44,6 +44,12 @@ class RemoteFileError(RockletError):
     status = 422
 
 
+class ShellUnavailable(RockletError):
+    """The image has no shell, so sessions (and exec of a command string) cannot run."""
+
+    status = 422
+
+
 class ForwarderError(RockletError):
     """The TCP forwarder could not listen on the requested port."""
 
@@ -60,6 +66,7 @@ ERROR_TYPES: dict[str, type[RockletError]] = {
         SessionExists,
         RemoteFileNotFound,
         RemoteFileError,
+        ShellUnavailable,
         ForwarderError,
     )
 }

@@ -21,7 +21,7 @@ import subprocess
 import threading
 import time
 
-from rock.rocklet.errors import BadRequest, RockletError
+from rock.rocklet.errors import BadRequest, RockletError, ShellUnavailable
 from rock.rocklet.output import CappedOutput, observation
 from rock.rocklet.procs import enlarge_pipe, kill_session, reap, session_members, spawn
 
@@ -128,6 +128,11 @@ class ShellSession:
                 cwd=self.cwd if os.path.isdir(self.cwd) else "/",
                 start_new_session=True,
             )
+        except FileNotFoundError:
+            raise ShellUnavailable(
+                f"this image has no shell ({self.argv[0]} is missing): sessions need bash or sh; "
+                "run programs with exec and an argv list instead"
+            ) from None
         finally:
             if self.pty_master is not None:
                 os.close(stderr)

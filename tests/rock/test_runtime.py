@@ -13,6 +13,7 @@ import pytest
 
 from rock.images import BUSYBOX, PYTHON, ensure_base_images
 from rock.rocklet.client import RockletClient
+from rock.rocklet.errors import ShellUnavailable
 from rock.runtime import (
     ROCKLET_SOCKET,
     RUNTIME_MOUNT,
@@ -156,3 +157,35 @@ async def test_forwarder_reaches_a_host_socket_from_a_sandbox_without_network(
         fetch = "wget -qO- http://127.0.0.1:{port}/v1/models 2>&1 || python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/v1/models').read().decode())\""
         result = await client.run(fetch.format(port=info.port), "net", timeout=20)
         assert '{"models": ["scripted"]}' in result.output
+
+
+@pytest.mark.docker
+async def test_rocklet_runs_in_an_empty_image(runtime: Path, tmp_path: Path) -> None:
+    """Nothing in the image at all (no shell, no libc): exec of an argv still works, sessions say why not."""
+    import docker
+
+    empty = subprocess.run(["tar", "-cf", "-", "--files-from", "/dev/null"], capture_output=True, check=True)
+    subprocess.run(
+        ["docker", "import", "-", "ale/test-empty:1"], input=empty.stdout, capture_output=True, check=True
+    )
+    tmp_path.chmod(0o777)
+    container = docker.from_env().containers.run(
+        "ale/test-empty:1",
+        rocklet_container_command(),
+        detach=True,
+        user="1000:1000",
+        network_mode="none",
+        volumes={
+            str(runtime): {"bind": RUNTIME_MOUNT, "mode": "ro"},
+            str(tmp_path): {"bind": "/run/rock", "mode": "rw"},
+        },
+    )
+    try:
+        async with RockletClient(tmp_path / "rocklet.sock") as client:
+            await client.wait_ready(timeout=30)
+            python = [*rocklet_container_command()[:4], "-I", "-S", "-c", "print('bundled python')"]
+            assert (await client.exec(python)).output == "bundled python\n"
+            with pytest.raises(ShellUnavailable, match="no shell"):
+                await client.run("true")
+    finally:
+        container.remove(force=True)
