@@ -9,7 +9,6 @@ this module translates the history both ways so the agent never sees the differe
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,11 +17,10 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from iflow.llm_text import TOOL_CALL_OPEN, TOOL_CALL_RE, ToolCallTextFilter, to_text_protocol
+
 TextSink = Callable[[str], None]
 
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
-_TOOL_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
@@ -138,6 +136,11 @@ class LLMClient:
 
             try:
                 return self._stream_once(body, sink, messages)
+            except _ToolsRejected:
+                # The endpoint serves a model without tool-call support: use the text protocol from now on.
+                self.config = self.config.model_copy(update={"tool_format": "text"})
+                body = self._request_body(messages, tools or [])
+                continue
             except _RetryableError as error:
                 # Once text reached the user a silent retry would show it twice; fail instead.
                 if emitted or attempt >= self.config.max_retries:
@@ -208,6 +211,8 @@ class LLMClient:
                 f"the model endpoint {url} does not exist (HTTP 404): {detail}. baseUrl should be the API "
                 "root ending in /v1, e.g. http://127.0.0.1:8000/v1, and the model name must be served there"
             )
+        if status == 400 and self.config.tool_format == "native" and "tool" in detail.lower():
+            raise _ToolsRejected(detail)
         raise LLMError(f"the model endpoint {url} refused the request (HTTP {status}): {detail}")
 
     def _read_stream(
@@ -217,7 +222,7 @@ class LLMClient:
         calls: dict[int, dict[str, str]] = {}
         usage: Usage | None = None
         finish_reason: str | None = None
-        text_filter = _ToolCallTextFilter(on_text)
+        text_filter = ToolCallTextFilter(on_text)
         for line in response.iter_lines():
             if not line.startswith("data:"):
                 continue
@@ -275,7 +280,7 @@ class LLMClient:
 
     def _text_calls(self, content: str) -> tuple[str, list[ToolCall]]:
         calls = []
-        for block in _TOOL_CALL_RE.findall(content):
+        for block in TOOL_CALL_RE.findall(content):
             try:
                 payload = json.loads(block)
             except json.JSONDecodeError as error:
@@ -291,7 +296,7 @@ class LLMClient:
             raw = payload.get("arguments", {})
             arguments, error = parse_arguments(raw if isinstance(raw, str) else json.dumps(raw))
             calls.append(ToolCall(self._next_id(), payload["name"], arguments, error))
-        return _TOOL_CALL_RE.sub("", content).strip(), calls
+        return TOOL_CALL_RE.sub("", content).strip(), calls
 
 
 class _RetryableError(Exception):
@@ -300,50 +305,8 @@ class _RetryableError(Exception):
         self.retry_after = retry_after
 
 
-class _ToolCallTextFilter:
-    """Streams content to the sink but holds back ``<tool_call>`` blocks, which are not for people."""
-
-    def __init__(self, sink: TextSink) -> None:
-        self._sink = sink
-        self._pending = ""
-        self._inside = False
-
-    def feed(self, text: str) -> None:
-        self._pending += text
-        while self._pending:
-            if self._inside:
-                end = self._pending.find(TOOL_CALL_CLOSE)
-                if end < 0:
-                    return
-                self._pending = self._pending[end + len(TOOL_CALL_CLOSE) :]
-                self._inside = False
-                continue
-            start = self._pending.find(TOOL_CALL_OPEN)
-            if start >= 0:
-                self._emit(self._pending[:start])
-                self._pending = self._pending[start + len(TOOL_CALL_OPEN) :]
-                self._inside = True
-                continue
-            keep = _partial_prefix_length(self._pending, TOOL_CALL_OPEN)
-            self._emit(self._pending[: len(self._pending) - keep])
-            self._pending = self._pending[len(self._pending) - keep :]
-            return
-
-    def flush(self) -> None:
-        if not self._inside:
-            self._emit(self._pending)
-        self._pending = ""
-
-    def _emit(self, text: str) -> None:
-        if text:
-            self._sink(text)
-
-
-def _partial_prefix_length(text: str, tag: str) -> int:
-    for length in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:length]):
-            return length
-    return 0
+class _ToolsRejected(Exception):
+    """HTTP 400 about tools on a native tool-call request."""
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
@@ -357,56 +320,3 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     if not isinstance(value, dict):
         return {}, "the arguments must be a JSON object"
     return value, None
-
-
-TEXT_PROTOCOL_INSTRUCTIONS = """\
-# Calling tools
-You can call the tools below. To call one, write a block exactly like this (one block per call):
-<tool_call>{"name": "TOOL_NAME", "arguments": {"ARG": "VALUE"}}</tool_call>
-Results come back in <tool_response> blocks. When the task is done, answer without any <tool_call>.
-
-Available tools (JSON schemas):
-"""
-
-
-def to_text_protocol(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The same conversation for a model without native tool calls."""
-    converted: list[dict[str, Any]] = []
-    names_by_id: dict[str, str] = {}
-    for message in messages:
-        role = message.get("role")
-        if role == "assistant" and message.get("tool_calls"):
-            names_by_id.update({call["id"]: call["function"]["name"] for call in message["tool_calls"]})
-            blocks = [
-                TOOL_CALL_OPEN
-                + json.dumps(
-                    {
-                        "name": call["function"]["name"],
-                        "arguments": json.loads(call["function"]["arguments"] or "{}"),
-                    },
-                    ensure_ascii=False,
-                )
-                + TOOL_CALL_CLOSE
-                for call in message["tool_calls"]
-            ]
-            text = "\n".join(part for part in [message.get("content") or "", *blocks] if part)
-            converted.append({"role": "assistant", "content": text})
-        elif role == "tool":
-            name = names_by_id.get(message.get("tool_call_id", ""), "")
-            converted.append(
-                {
-                    "role": "user",
-                    "content": f'<tool_response name="{name}">\n{message.get("content", "")}\n'
-                    "</tool_response>",
-                }
-            )
-        else:
-            converted.append(dict(message))
-    if tools:
-        schemas = "\n".join(json.dumps(tool["function"], ensure_ascii=False) for tool in tools)
-        instructions = TEXT_PROTOCOL_INSTRUCTIONS + schemas
-        if converted and converted[0].get("role") == "system":
-            converted[0] = {**converted[0], "content": f"{converted[0]['content']}\n\n{instructions}"}
-        else:
-            converted.insert(0, {"role": "system", "content": instructions})
-    return converted

@@ -91,6 +91,8 @@ class Agent:
                 self._run_usage.add(reply.usage)
                 self._append(reply.to_message())
                 last_text = reply.content or last_text
+                if reply.finish_reason == "length" and not reply.tool_calls:
+                    self.runtime.events.on_notice("the reply was cut off at the model's output token limit")
                 if not reply.tool_calls:
                     return self._finish(TerminationReason.COMPLETED, rounds, started, reply.content)
                 for call in reply.tool_calls:

@@ -6,7 +6,8 @@ import socket
 
 import pytest
 
-from iflow.llm import LLMClient, LLMConfig, LLMError, to_text_protocol
+from iflow.llm import LLMClient, LLMConfig, LLMError
+from iflow.llm_text import to_text_protocol
 from iflow.testing import ScriptedOpenAIServer, ScriptedReply, call, error, say, text_call
 
 
@@ -126,3 +127,24 @@ def test_missing_usage_is_estimated() -> None:
         reply = client(server).complete([{"role": "user", "content": "hello " * 40}])
     assert reply.usage_estimated
     assert reply.usage.prompt_tokens > 40 and reply.usage.completion_tokens > 0
+
+
+def test_an_endpoint_that_rejects_tools_gets_the_text_protocol() -> None:
+    replies = [
+        error(400, '"auto" tool choice requires --enable-auto-tool-choice'),
+        text_call("glob", pattern="*"),
+    ]
+    tools = [{"type": "function", "function": {"name": "glob", "parameters": {}}}]
+    with ScriptedOpenAIServer(replies) as server:
+        llm = client(server)
+        reply = llm.complete([{"role": "user", "content": "x"}], tools=tools)
+        assert "tools" in server.requests[0] and "tools" not in server.requests[1]
+    assert [c.name for c in reply.tool_calls] == ["glob"]
+    assert llm.config.tool_format == "text"
+
+
+def test_other_client_errors_are_not_retried() -> None:
+    with ScriptedOpenAIServer([error(400, "messages must not be empty"), say("unused")]) as server:
+        with pytest.raises(LLMError, match=r"refused the request \(HTTP 400\): .*messages must not be empty"):
+            client(server).complete([{"role": "user", "content": "x"}])
+        assert len(server.requests) == 1
