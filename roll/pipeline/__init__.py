@@ -1,0 +1,2 @@
+"""The ROLL pipeline on Ray: actor groups (trainer, engines, rollout workers, sample buffer) and the
+controller that drives them (`roll train`)."""

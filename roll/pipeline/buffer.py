@@ -1,0 +1,189 @@
+"""The sample buffer: hands episodes to rollout workers, assembles train batches under a staleness bound.
+
+Production is gated so rollout runs at most `async_ratio` steps ahead of training: new groups start only
+while fewer than `(steps done + 1 + async_ratio) * groups_per_step` groups (plus those lost whole) have been
+started. `async_ratio: 0` is therefore the synchronous pipeline: the next batch is generated only after the
+weights of the current step reached the engines. The bound is also enforced on the data: a trajectory whose
+oldest chunk is more than `async_ratio` versions behind the step that would train on it is dropped and
+counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again.
+
+Runs as an async Ray actor; every method is a coroutine on one event loop, so no locks are needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from roll.rollout.episode import EpisodeTask
+from roll.types import Trajectory
+
+
+@dataclass
+class _Group:
+    seed: int
+    members: int
+    resolved: int = 0
+    trajectories: list[Trajectory] = field(default_factory=list)
+
+
+@dataclass
+class BufferCounters:
+    groups_started: int = 0
+    episodes_done: int = 0
+    dropped_stale: int = 0
+    infra_failed: int = 0
+    infra_dropped: int = 0
+    resampled_lost: int = 0
+    groups_lost: int = 0
+
+
+class SampleBuffer:
+    def __init__(
+        self,
+        group_size: int,
+        groups_per_step: int,
+        async_ratio: int,
+        max_attempts: int,
+        seed_offset: int,
+        step: int = 0,
+        next_group: int = 0,
+    ) -> None:
+        self.group_size = group_size
+        self.groups_per_step = groups_per_step
+        self.async_ratio = async_ratio
+        self.max_attempts = max_attempts
+        self.seed_offset = seed_offset
+        self.step = step
+        self._first_step = step
+        self._first_group = next_group
+        self._next_group = next_group
+        self._todo: deque[tuple[EpisodeTask, int]] = deque()
+        self._leases: dict[str, dict[EpisodeTask, int]] = {}
+        self._groups: dict[str, _Group] = {}
+        self._ready: deque[str] = deque()
+        self._changed = asyncio.Condition()
+        self._stopped = False
+        self.counters = BufferCounters()
+
+    def _quota(self) -> int:
+        ahead = self.step - self._first_step + 1 + self.async_ratio
+        return ahead * self.groups_per_step + self.counters.groups_lost
+
+    def _is_stale(self, trajectory: Trajectory, step: int) -> bool:
+        oldest = min(chunk.weight_version for chunk in trajectory.chunks)
+        return step - oldest > self.async_ratio
+
+    async def next_task(self, worker_id: str) -> EpisodeTask | None:
+        """The next episode to play, waiting while rollout is as far ahead as allowed; None once stopped."""
+        async with self._changed:
+            while not self._stopped:
+                if self._todo:
+                    task, attempts = self._todo.popleft()
+                    self._leases.setdefault(worker_id, {})[task] = attempts
+                    return task
+                if self._next_group - self._first_group < self._quota():
+                    self._start_group()
+                    continue
+                await self._changed.wait()
+            return None
+
+    def _start_group(self) -> None:
+        index = self._next_group
+        self._next_group += 1
+        self.counters.groups_started += 1
+        group_id = f"g{index}"
+        seed = self.seed_offset + index
+        self._groups[group_id] = _Group(seed=seed, members=self.group_size)
+        self._todo.extend((EpisodeTask(group_id, seed, member), 0) for member in range(self.group_size))
+
+    async def put(self, worker_id: str, task: EpisodeTask, trajectory: Trajectory) -> None:
+        async with self._changed:
+            self._leases.get(worker_id, {}).pop(task, None)
+            self.counters.episodes_done += 1
+            if self._is_stale(trajectory, self.step):
+                self.counters.dropped_stale += 1
+                self._resolve(task, None)
+            else:
+                self._resolve(task, trajectory)
+            self._changed.notify_all()
+
+    async def fail(self, worker_id: str, task: EpisodeTask) -> None:
+        """An episode failed for infrastructure reasons: play it again, up to max_attempts tries."""
+        async with self._changed:
+            attempts = self._leases.get(worker_id, {}).pop(task, 0) + 1
+            self.counters.infra_failed += 1
+            if attempts < self.max_attempts:
+                self._todo.appendleft((task, attempts))
+            else:
+                self.counters.infra_dropped += 1
+                self._resolve(task, None)
+            self._changed.notify_all()
+
+    async def worker_lost(self, worker_id: str) -> int:
+        """A worker died: its episodes in flight are sampled again. Returns how many."""
+        async with self._changed:
+            leased = self._leases.pop(worker_id, {})
+            self._todo.extendleft(leased.items())
+            self.counters.resampled_lost += len(leased)
+            self._changed.notify_all()
+            return len(leased)
+
+    def _resolve(self, task: EpisodeTask, trajectory: Trajectory | None) -> None:
+        group = self._groups[task.group_id]
+        group.resolved += 1
+        if trajectory is not None:
+            group.trajectories.append(trajectory)
+        if group.resolved == group.members:
+            if group.trajectories:
+                self._ready.append(task.group_id)
+            else:
+                del self._groups[task.group_id]
+                self.counters.groups_lost += 1
+
+    async def get_batch(self, step: int) -> list[Trajectory]:
+        """groups_per_step complete groups for train step `step` (stale trajectories dropped on the way)."""
+        async with self._changed:
+            batch: list[Trajectory] = []
+            taken = 0
+            while taken < self.groups_per_step:
+                if not self._ready:
+                    await self._changed.wait()
+                    continue
+                group = self._groups.pop(self._ready.popleft())
+                fresh = [t for t in group.trajectories if not self._is_stale(t, step)]
+                self.counters.dropped_stale += len(group.trajectories) - len(fresh)
+                if not fresh:
+                    self.counters.groups_lost += 1
+                    self._changed.notify_all()
+                    continue
+                batch.extend(fresh)
+                taken += 1
+            return batch
+
+    async def set_step(self, step: int) -> None:
+        """The weights of `step` reached the engines: rollout may move one step further ahead."""
+        async with self._changed:
+            self.step = step
+            self._changed.notify_all()
+
+    async def stop(self) -> None:
+        async with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+    def ready_groups(self) -> int:
+        return len(self._ready)
+
+    def next_group(self) -> int:
+        return self._next_group
+
+    def stats(self) -> dict[str, int]:
+        in_flight = sum(len(leases) for leases in self._leases.values())
+        return {
+            **vars(self.counters),
+            "ready_groups": len(self._ready),
+            "queued": len(self._todo),
+            "in_flight": in_flight,
+        }

@@ -1,0 +1,223 @@
+"""The roles on Ray: a trainer group, an engine group, rollout workers and the sample buffer.
+
+Each role declares its resources (CPUs, GPUs) to Ray; on one machine they share the CPU, on a cluster Ray
+places them on their own devices. The driver holds the handles and is the controller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from roll.pipeline.actors import EngineActor, TrainerActor
+from roll.pipeline.buffer import SampleBuffer
+from roll.pipeline.config import TrainConfig
+from roll.pipeline.tracking import RunLog
+from roll.rollout.episode import EpisodeTask
+from roll.rollout.worker import RolloutWorker
+from roll.types import Trajectory
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 1.0
+
+
+class EngineGroup:
+    """The inference engines; weights go to all of them, multiplexing puts some to sleep."""
+
+    def __init__(self, handles: list[Any], weight_sync: str) -> None:
+        self.handles = handles
+        self.weight_sync = weight_sync
+        self.asleep: set[int] = set()
+        self.sleep_s = 0.0
+
+    @property
+    def awake(self) -> list[int]:
+        return [i for i in range(len(self.handles)) if i not in self.asleep]
+
+    def sync(self, weights: Any, version: int) -> list[int]:
+        """Every engine serves `version` once this returns; returns the versions they report."""
+        return ray.get([h.update_weights.remote(weights, version, self.weight_sync) for h in self.handles])
+
+    def shrink(self, keep: int) -> list[int]:
+        """Sleep all but `keep` engines (their devices go to the trainer); returns those put to sleep."""
+        tick = time.perf_counter()
+        to_sleep = self.awake[keep:]
+        ray.get([self.handles[i].sleep.remote() for i in to_sleep])
+        self.asleep.update(to_sleep)
+        self.sleep_s += time.perf_counter() - tick
+        return to_sleep
+
+    def expand(self) -> None:
+        tick = time.perf_counter()
+        ray.get([self.handles[i].wake.remote() for i in self.asleep])
+        self.asleep.clear()
+        self.sleep_s += time.perf_counter() - tick
+
+    def stats(self) -> list[dict[str, Any]]:
+        return [s.model_dump() for s in ray.get([h.stats.remote() for h in self.handles])]
+
+
+class Cluster:
+    def __init__(self, config: TrainConfig, policy_model: str, step: int, next_group: int) -> None:
+        self.config = config
+        res = config.resources
+        trainer_config = config.trainer.model_copy(update={"model": policy_model})
+        self.trainer = (
+            ray.remote(TrainerActor)
+            .options(num_cpus=res.trainer_cpus, num_gpus=res.trainer_gpus)
+            .remote(trainer_config, config.loss, res.trainer_threads)
+        )
+        engine_actor = ray.remote(EngineActor).options(num_cpus=res.engine_cpus, num_gpus=res.engine_gpus)
+        self.engines = EngineGroup(
+            [
+                engine_actor.remote(config.trainer.model, config.engines.engine, res.engine_threads)
+                for _ in range(config.engines.num_engines)
+            ],
+            config.engines.weight_sync,
+        )
+        ray.get([h.start.remote() for h in self.engines.handles])
+        rollout = config.rollout
+        self.buffer = (
+            ray.remote(SampleBuffer)
+            .options(num_cpus=0)
+            .remote(
+                rollout.group_size,
+                rollout.groups_per_step,
+                config.async_ratio,
+                rollout.max_attempts,
+                config.train_seed_offset,
+                step,
+                next_group,
+            )
+        )
+        from roll.models import resolve_model_path
+
+        self._tokenizer_path = str(resolve_model_path(config.trainer.model))
+        self.workers: dict[str, Any] = {}
+        self._runs: dict[ray.ObjectRef, str] = {}
+        self._worker_count = 0
+        self.workers_lost = 0
+        for _ in range(rollout.num_workers):
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        worker_id = f"w{self._worker_count}"
+        self._worker_count += 1
+        rollout = self.config.rollout
+        handle = (
+            ray.remote(RolloutWorker)
+            .options(num_cpus=0, name=None)
+            .remote(
+                worker_id,
+                self._tokenizer_path,
+                self.config.env,
+                rollout.sampling,
+                rollout.episodes_in_flight,
+                self.engines.handles,
+                self.buffer,
+            )
+        )
+        self.workers[worker_id] = handle
+        self._runs[handle.run.remote()] = worker_id
+
+    def _replace_dead_workers(self, finished: list[ray.ObjectRef]) -> None:
+        for ref in finished:
+            worker_id = self._runs.pop(ref)
+            try:
+                ray.get(ref)
+                continue  # it ended because the buffer stopped
+            except ray.exceptions.RayActorError:
+                pass
+            lost = ray.get(self.buffer.worker_lost.remote(worker_id))
+            log.warning("rollout worker %s died; %d episodes in flight are sampled again", worker_id, lost)
+            self.workers_lost += 1
+            del self.workers[worker_id]
+            self._start_worker()
+
+    def wait(self, ref: ray.ObjectRef) -> Any:
+        """ray.get(ref), replacing rollout workers that die meanwhile."""
+        while True:
+            done, _ = ray.wait([ref], timeout=WATCH_INTERVAL_S)
+            finished, _ = ray.wait(list(self._runs), num_returns=len(self._runs), timeout=0)
+            self._replace_dead_workers(finished)
+            if done:
+                return ray.get(ref)
+
+    def next_batch(self, step: int) -> list[Trajectory]:
+        return self.wait(self.buffer.get_batch.remote(step))
+
+    def train_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        return ray.get(self.trainer.train_step.remote(trajectories))
+
+    def sync_weights(self) -> int:
+        """Push the trainer's weights to every engine; returns the new version."""
+        version = ray.get(self.trainer.version.remote())
+        self.engines.sync(self.trainer.weights.remote(), version)
+        return version
+
+    def shrink_engines(self) -> list[int]:
+        """Sleep engines down to multiplex.min_awake; new episodes go only to the engines left awake."""
+        keep = self.engines.awake[: self.config.multiplex.min_awake]
+        self.set_active_engines(keep)
+        return self.engines.shrink(len(keep))
+
+    def expand_engines(self) -> None:
+        if self.engines.asleep:
+            self.engines.expand()
+            self.set_active_engines(self.engines.awake)
+
+    def save(self, log: RunLog, step: int) -> None:
+        folder = log.checkpoint_dir(step)
+        ray.get(self.trainer.save.remote(str(folder)))
+        log.mark_checkpoint(step, {"step": step, "next_group": self.next_group()})
+
+    def load(self, folder: Path) -> int:
+        return ray.get(self.trainer.load.remote(str(folder)))
+
+    def set_step(self, step: int) -> None:
+        ray.get(self.buffer.set_step.remote(step))
+
+    def set_active_engines(self, indices: list[int]) -> None:
+        ray.get([w.set_active_engines.remote(indices) for w in self.workers.values()])
+
+    def evaluate(self, tasks: list[EpisodeTask], sampling: Any) -> list[Trajectory | None]:
+        workers = list(self.workers.values())
+        shares = [tasks[i :: len(workers)] for i in range(len(workers))]
+        refs = [w.evaluate.remote(share, sampling) for w, share in zip(workers, shares, strict=True)]
+        results: list[Trajectory | None] = []
+        for ref, share in zip(refs, shares, strict=True):
+            try:
+                results.extend(self.wait(ref))
+            except ray.exceptions.RayActorError:
+                results.extend([None] * len(share))  # its worker died: counted as failed episodes
+        return results
+
+    def buffer_stats(self) -> dict[str, int]:
+        return ray.get(self.buffer.stats.remote())
+
+    def next_group(self) -> int:
+        return ray.get(self.buffer.next_group.remote())
+
+    def ready_groups(self) -> int:
+        return ray.get(self.buffer.ready_groups.remote())
+
+    def shutdown(self) -> None:
+        ray.get(self.buffer.stop.remote())
+        for handle in [*self.workers.values(), *self.engines.handles, self.trainer, self.buffer]:
+            ray.kill(handle)
+
+
+def init_ray(config: TrainConfig) -> None:
+    if ray.is_initialized():
+        return
+    ray.init(
+        address=config.ray.address,
+        num_cpus=config.ray.num_cpus if config.ray.address is None else None,
+        include_dashboard=False,
+        log_to_driver=False,
+    )

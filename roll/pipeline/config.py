@@ -1,0 +1,119 @@
+"""Config of `roll train` (see configs/ipa.yaml); importable without torch or Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from roll.algo.config import IPALossConfig, LossConfig
+from roll.config import StrictConfig
+from roll.engine.torch_engine.config import TorchEngineConfig
+from roll.rollout.config import GEMEnvConfig, SamplingConfig
+from roll.trainer.config import TorchBackendConfig
+
+
+class RolloutConfig(StrictConfig):
+    """Rollout workers and group sampling."""
+
+    num_workers: int = Field(2, ge=1, description="Rollout worker actors.")
+    episodes_in_flight: int = Field(8, ge=1, description="Episodes each worker plays at once.")
+    group_size: int = Field(4, ge=1, description="Episodes per env seed (group baselines need >= 2).")
+    groups_per_step: int = Field(4, ge=1, description="Groups in one train batch.")
+    max_attempts: int = Field(3, ge=1, description="Tries of an episode that fails for infra reasons.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
+class EnginesConfig(StrictConfig):
+    """The engine group: one or more inference engines, all serving the latest weights."""
+
+    num_engines: int = Field(1, ge=1)
+    engine: TorchEngineConfig = Field(default_factory=TorchEngineConfig)
+    weight_sync: Literal["finish", "abort"] = Field(
+        "finish",
+        description="At a weight update: finish (requests in flight end on the old weights, new ones wait) "
+        "or abort (in-flight requests are aborted and generated again on the new weights).",
+    )
+
+
+class MultiplexConfig(StrictConfig):
+    """Train-rollout multiplexing: put engines to sleep while the trainer steps (their devices go to it)."""
+
+    enabled: bool = False
+    min_awake: int = Field(0, ge=0, description="Engines kept generating during a train step (0: all sleep).")
+
+
+class ResourcesConfig(StrictConfig):
+    """What each role declares to Ray, and its torch threads (None: Ray's default for the actor)."""
+
+    trainer_cpus: float = Field(1.0, ge=0.0)
+    engine_cpus: float = Field(1.0, ge=0.0, description="Per engine.")
+    trainer_threads: int | None = Field(None, ge=1)
+    engine_threads: int | None = Field(None, ge=1)
+    trainer_gpus: float = Field(0.0, ge=0.0)
+    engine_gpus: float = Field(0.0, ge=0.0, description="Per engine.")
+
+
+class RewardConfig(StrictConfig):
+    normalization: Literal["none", "group", "group_std", "batch_std"] = Field(
+        "none",
+        description="none; group: subtract the group's mean reward; group_std: and divide by its std; "
+        "batch_std: z-score over the whole batch.",
+    )
+    eps: float = Field(1e-6, gt=0.0)
+
+
+class EvalConfig(StrictConfig):
+    """Evaluation on fixed env seeds, apart from training episodes (seeds from train_seed_offset on)."""
+
+    every: int = Field(0, ge=0, description="Evaluate every N steps (0: only before and after training).")
+    episodes: int = Field(16, ge=0, description="Seeds seed_offset .. seed_offset + episodes - 1.")
+    seed_offset: int = 0
+    sampling: SamplingConfig = Field(default_factory=lambda: SamplingConfig(temperature=0.0))
+
+
+class WarmStartConfig(StrictConfig):
+    """An SFT stage before RL: `roll sft` on sft_config, whose exported model then starts the RL run."""
+
+    sft_config: Path = Field(description="A `roll sft` config; its output_dir/model becomes the policy.")
+    overrides: list[str] = Field(default_factory=list, description="key=value overrides of sft_config.")
+    eval_base: bool = Field(True, description="Also evaluate the model before SFT (summary row 'base').")
+
+
+class RayConfig(StrictConfig):
+    address: str | None = Field(None, description="An existing Ray cluster; None starts a local one.")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray (None: all).")
+
+
+class TrainConfig(StrictConfig):
+    """An RL run: policy (trainer.model), environment, rollout, loss, and the async/sync schedule."""
+
+    name: str = Field("run", pattern=r"^[A-Za-z0-9_.\-]+$", description="Results go to runs/<name>/.")
+    output_dir: Path | None = Field(None, description="Where results go (default runs/<name>).")
+    steps: int = Field(10, ge=1, description="Train steps.")
+    async_ratio: int = Field(
+        1, ge=0, description="Most weight versions a trained chunk may lag behind (0: synchronous)."
+    )
+    train_seed_offset: int = Field(10_000, ge=0, description="Env seed of the first training group.")
+    save_every: int = Field(1, ge=0, description="Checkpoint every N steps (0: only at the end).")
+    resume: bool = Field(False, description="Continue from the last checkpoint in the output dir.")
+    trainer: TorchBackendConfig = Field(default_factory=TorchBackendConfig)
+    loss: LossConfig = Field(default_factory=IPALossConfig)
+    env: GEMEnvConfig = Field(default_factory=GEMEnvConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    engines: EnginesConfig = Field(default_factory=EnginesConfig)
+    multiplex: MultiplexConfig = Field(default_factory=MultiplexConfig)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    warm_start: WarmStartConfig | None = None
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.output_dir or Path("runs") / self.name
+
+    @property
+    def batch_size(self) -> int:
+        return self.rollout.group_size * self.rollout.groups_per_step

@@ -1,0 +1,136 @@
+"""The controller of `roll train`: the RL loop, run in the driver over the Ray roles.
+
+for step in steps:
+    batch   = buffer.get_batch(step)       # rollout runs ahead on its own, up to async_ratio versions
+    shrink engines (multiplexing)          # sleeping engines hand their devices to the trainer
+    trainer.train_step(batch)
+    expand engines; sync weights           # every engine serves version step + 1
+    buffer.set_step(step + 1)              # lets rollout move one step further ahead
+    log, checkpoint, evaluate
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from roll.pipeline.cluster import Cluster, init_ray
+from roll.pipeline.config import TrainConfig
+from roll.pipeline.display import StepProgress, print_summary
+from roll.pipeline.rewards import normalize_rewards
+from roll.pipeline.tracking import RunLog, episode_metrics
+from roll.rollout.episode import EpisodeTask
+
+
+def train(config: TrainConfig, console: Console | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) training; returns the evaluation records (the summary table's rows)."""
+    console = console or Console(stderr=True)
+    run_dir = config.run_dir
+    previous = RunLog.find_checkpoint(run_dir) if config.resume else None
+    log = RunLog(run_dir, resume_step=previous[1]["step"] if previous else None)
+    (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
+    policy = warm_start(config, console) if config.warm_start else config.trainer.model
+    init_ray(config)
+    start = previous[1]["step"] if previous else 0
+    cluster = Cluster(config, policy, step=start, next_group=previous[1]["next_group"] if previous else 0)
+    try:
+        if previous:
+            cluster.load(previous[0])
+            console.print(f"Resumed from {previous[0]} at step {start}")
+        elif config.warm_start and config.warm_start.eval_base:
+            evaluate(cluster, config, log, step=0, label="base")  # engines still hold trainer.model
+        cluster.sync_weights()
+        if not previous:
+            evaluate(cluster, config, log, step=0, label="start")
+        with StepProgress(console, config.steps, start) as progress:
+            for step in range(start, config.steps):
+                record = train_step(cluster, config, step)
+                log.log_step(record)
+                progress.update(record)
+                done = step + 1
+                if done == config.steps or (config.save_every and done % config.save_every == 0):
+                    cluster.save(log, done)
+                if done < config.steps and config.eval.every and done % config.eval.every == 0:
+                    evaluate(cluster, config, log, step=done, label=f"step {done}")
+        if not previous or start < config.steps:
+            evaluate(cluster, config, log, step=config.steps, label="end")
+    finally:
+        cluster.shutdown()
+        log.close()
+    print_summary(console, log.evals(), run_dir)
+    return log.evals()
+
+
+def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, Any]:
+    """One step: take a batch, train on it (engines shrunk while multiplexing), sync weights."""
+    started = time.perf_counter()
+    batch = cluster.next_batch(step)
+    got_batch = time.perf_counter()
+    slept = cluster.shrink_engines() if should_shrink(cluster, config) else []
+    train_metrics = cluster.train_step(normalize_rewards(batch, config.reward))
+    cluster.expand_engines()
+    trained = time.perf_counter()
+    version = cluster.sync_weights()
+    cluster.set_step(step + 1)
+    synced = time.perf_counter()
+    wall = synced - started
+    return {
+        "step": step + 1,
+        "version": version,
+        **episode_metrics(batch, step),
+        "samples_per_s": len(batch) / wall,
+        "time_rollout_s": got_batch - started,
+        "time_train_s": trained - got_batch,
+        "time_sync_s": synced - trained,
+        "time_step_s": wall,
+        "engines_slept": len(slept),
+        **{f"buffer/{k}": v for k, v in cluster.buffer_stats().items()},
+        "workers_lost": cluster.workers_lost,
+        **{f"train/{k}": v for k, v in train_metrics.items()},
+    }
+
+
+def should_shrink(cluster: Cluster, config: TrainConfig) -> bool:
+    """Multiplexing policy: shrink the engine group while the buffer already holds the next batch (or, when
+    synchronous, while no rollout can happen anyway)."""
+    if not config.multiplex.enabled:
+        return False
+    return config.async_ratio == 0 or cluster.ready_groups() >= config.rollout.groups_per_step
+
+
+def evaluate(cluster: Cluster, config: TrainConfig, log: RunLog, step: int, label: str) -> None:
+    """Fixed seeds, sampled as eval.sampling says; the same seeds at every evaluation."""
+    seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)
+    if not seeds:
+        return
+    started = time.perf_counter()
+    results = cluster.evaluate([EpisodeTask(f"eval{seed}", seed) for seed in seeds], config.eval.sampling)
+    played = [t for t in results if t is not None]
+    log.log_eval(
+        {
+            "step": step,
+            "label": label,
+            **episode_metrics(played),
+            "failed": len(results) - len(played),
+            "time_s": time.perf_counter() - started,
+        }
+    )
+
+
+def warm_start(config: TrainConfig, console: Console) -> str:
+    """Run the SFT stage (unless its model is already exported) and return the model folder RL starts from."""
+    from roll.config import load_config
+    from roll.sft.config import SFTConfig
+
+    assert config.warm_start is not None
+    sft = load_config(SFTConfig, config.warm_start.sft_config, config.warm_start.overrides)
+    model_dir = Path(sft.output_dir) / "model"
+    if not (model_dir / "config.json").is_file():
+        from roll.sft.train import run_sft
+
+        console.print(f"Warm start: SFT with {config.warm_start.sft_config} into {sft.output_dir}")
+        run_sft(sft.model_copy(update={"export_model": True}), console)
+    return str(model_dir)

@@ -1,0 +1,67 @@
+"""What a person watches: the live step line of `roll train` and the final summary table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+def step_line(record: dict[str, Any]) -> str:
+    return (
+        f"reward {record['reward']:+.3f} · success {record['success']:.0%} · "
+        f"{record['samples_per_s']:.2f} samples/s · staleness {record['staleness_mean']:.2f} · "
+        f"rollout {record['time_rollout_s']:.1f}s train {record['time_train_s']:.1f}s "
+        f"sync {record['time_sync_s']:.1f}s · gen/env per episode "
+        f"{record['episode_gen_s']:.1f}/{record['episode_env_s']:.1f}s"
+    )
+
+
+class StepProgress:
+    def __init__(self, console: Console, total: int, start: int) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]step"),
+            MofNCompleteColumn(),
+            BarColumn(bar_width=20),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+        )
+        self._task = self._progress.add_task(
+            "train", total=total, completed=start, info="waiting for rollouts"
+        )
+
+    def __enter__(self) -> StepProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._progress.__exit__(kind, error, trace)
+
+    def update(self, record: dict[str, Any]) -> None:
+        self._progress.update(self._task, completed=record["step"], info=step_line(record))
+
+
+def print_summary(console: Console, evals: list[dict[str, Any]], run_dir: Path) -> None:
+    table = Table(title=f"Evaluation on fixed seeds ({run_dir})")
+    for column in ("when", "step", "episodes", "success", "reward", "format errors", "turns"):
+        table.add_column(column, justify="left" if column == "when" else "right")
+    for row in evals:
+        if not row.get("episodes"):
+            continue
+        table.add_row(
+            row["label"],
+            str(row["step"]),
+            str(row["episodes"]),
+            f"{row['success']:.0%}",
+            f"{row['reward']:+.3f}",
+            f"{row['format_error_rate']:.0%}",
+            f"{row['turns']:.1f}",
+        )
+    console.print(table)

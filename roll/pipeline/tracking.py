@@ -1,0 +1,100 @@
+"""What a run records: per-step metrics (JSONL + TensorBoard), evaluations, checkpoints, and the summary."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from roll.types import Trajectory
+
+LATEST = "latest"
+PIPELINE_STATE = "pipeline.json"
+
+
+def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> dict[str, float]:
+    """Means over episodes (reward is the env's, before any normalisation); staleness when `step` is given."""
+    if not trajectories:
+        return {"episodes": 0}
+    meta = [t.metadata for t in trajectories]
+    turns = sum(m["turns"] for m in meta)
+    out: dict[str, float] = {
+        "episodes": len(trajectories),
+        "reward": statistics.fmean(
+            m.get("env_reward", t.reward) for t, m in zip(trajectories, meta, strict=True)
+        ),
+        "success": statistics.fmean(float(m["success"]) for m in meta),
+        "format_error_rate": sum(m["format_errors"] for m in meta) / max(turns, 1),
+        "turns": turns / len(meta),
+        "output_tokens": statistics.fmean(m["output_tokens"] for m in meta),
+        "truncated_output_rate": sum(m["truncated_outputs"] for m in meta) / max(turns, 1),
+        "episode_gen_s": statistics.fmean(m["gen_s"] for m in meta),
+        "episode_env_s": statistics.fmean(m["env_s"] for m in meta),
+    }
+    if step is not None:
+        lags = [step - c.weight_version for t in trajectories for c in t.chunks]
+        out["staleness_mean"] = statistics.fmean(lags)
+        out["staleness_max"] = max(lags)
+    return out
+
+
+class RunLog:
+    """runs/<name>/: metrics.jsonl, eval.jsonl, tensorboard/, checkpoints/step_N/ with a `latest` marker."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None) -> None:
+        self.dir = run_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoints = run_dir / "checkpoints"
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            self._keep_until(run_dir / name, resume_step)
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._writer = SummaryWriter(str(run_dir / "tensorboard"))
+
+    @staticmethod
+    def _keep_until(path: Path, step: int | None) -> None:
+        """A resumed run rewrites the steps after its checkpoint; a fresh run starts the files anew."""
+        if step is None or not path.exists():
+            path.unlink(missing_ok=True)
+            return
+        kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        path.write_text("".join(line + "\n" for line in kept))
+
+    def _append(self, name: str, record: dict[str, Any], prefix: str) -> None:
+        with (self.dir / name).open("a") as out:
+            out.write(json.dumps(record) + "\n")
+        for key, value in record.items():
+            if isinstance(value, int | float) and key != "step":
+                self._writer.add_scalar(f"{prefix}/{key}", value, record["step"])
+        self._writer.flush()
+
+    def log_step(self, record: dict[str, Any]) -> None:
+        self._append("metrics.jsonl", record, "train")
+
+    def log_eval(self, record: dict[str, Any]) -> None:
+        self._append("eval.jsonl", record, "eval")
+
+    def evals(self) -> list[dict[str, Any]]:
+        path = self.dir / "eval.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step:06d}"
+
+    def mark_checkpoint(self, step: int, state: dict[str, Any]) -> None:
+        """Written after the trainer's files: a checkpoint without this marker is incomplete and ignored."""
+        (self.checkpoint_dir(step) / PIPELINE_STATE).write_text(json.dumps(state))
+        (self.checkpoints / LATEST).write_text(self.checkpoint_dir(step).name)
+
+    @staticmethod
+    def find_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+        """The latest complete checkpoint of a run and its pipeline state, if any."""
+        marker = run_dir / "checkpoints" / LATEST
+        if not marker.is_file():
+            return None
+        folder = run_dir / "checkpoints" / marker.read_text().strip()
+        return folder, json.loads((folder / PIPELINE_STATE).read_text())
+
+    def close(self) -> None:
+        self._writer.close()

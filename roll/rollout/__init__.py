@@ -1,0 +1,1 @@
+"""Rollout: env managers that play episodes against an inference engine and record them as trajectories."""

@@ -1,0 +1,42 @@
+"""Config of the GEM env manager and of episode sampling (pydantic, importable without torch)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from roll.config import StrictConfig
+
+
+class GEMEnvConfig(StrictConfig):
+    """Any GEM env id, played multi-turn: each observation becomes a user message of the chat."""
+
+    type: Literal["gem"] = "gem"
+    env_id: str = Field(
+        "game:GuessTheNumber-v0-easy", description="A gem-llm env id, e.g. game:Sudoku-v0-easy."
+    )
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of gem.make.")
+    system_prompt: str | None = Field(None, description="System message before the first observation.")
+    max_turns: int = Field(8, ge=1, description="Episode limit: LLM calls per episode.")
+    max_context_tokens: int = Field(2048, ge=16, description="Episode limit: the chat's length in tokens.")
+    format_pattern: str | None = Field(
+        None,
+        description="Regex an action must contain to be well formed (e.g. '\\\\boxed\\{'); turns without "
+        "it are counted as format errors. None: no format check.",
+    )
+    success_reward: float = Field(
+        1.0, description="An episode succeeds when its last step's reward is at least this."
+    )
+    latency_s: float = Field(
+        0.0, ge=0.0, description="Extra seconds every env step sleeps (to model a remote env; benchmarks)."
+    )
+
+
+class SamplingConfig(StrictConfig):
+    """How the policy samples during rollout or evaluation."""
+
+    temperature: float = Field(1.0, ge=0.0, description="0 is greedy.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0)
+    max_new_tokens: int = Field(64, ge=1, description="Most tokens per LLM call.")

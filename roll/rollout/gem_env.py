@@ -1,0 +1,145 @@
+"""The GEM env manager: plays any gem-llm env id multi-turn against a policy, one chunk per LLM call.
+
+Observations become user messages of the model's own chat template; the generated text is the action.
+Env calls (make, reset, step) block, so they run in worker threads and never stall the event loop that
+interleaves the other episodes of this worker. Rewards are the env's: the episode's reward is the sum of
+its step rewards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from roll.engine.types import SamplingParams
+from roll.models.chat import chat_stop_token_ids
+from roll.rollout.chat_context import ChatContext
+from roll.rollout.config import GEMEnvConfig, SamplingConfig
+from roll.rollout.episode import EpisodeError, EpisodeTask, Generate
+from roll.types import Chunk, Trajectory
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+
+class LatencyEnv:
+    """A GEM env whose every step first sleeps `latency_s` (a remote env's round trip)."""
+
+    def __init__(self, env: Any, latency_s: float) -> None:
+        self.env = env
+        self.latency_s = latency_s
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        return self.env.reset(seed=seed)
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        time.sleep(self.latency_s)
+        return self.env.step(action)
+
+
+class GEMEnvManager:
+    def __init__(self, config: GEMEnvConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.stop_token_ids = chat_stop_token_ids(tokenizer)
+        self.format_pattern = re.compile(config.format_pattern) if config.format_pattern else None
+        # GEM seeds Python's and numpy's global generators in reset(): resets must not interleave.
+        self._reset_lock = threading.Lock()
+
+    def _make_and_reset(self, seed: int) -> tuple[Any, str]:
+        import gem
+
+        try:
+            env = gem.make(self.config.env_id, **self.config.env_kwargs)
+        except Exception as error:
+            raise EpisodeError(
+                f"gem.make({self.config.env_id!r}) failed: {error}; check env.env_id and env.env_kwargs"
+            ) from error
+        if self.config.latency_s:
+            env = LatencyEnv(env, self.config.latency_s)
+        with self._reset_lock:
+            observation, _ = env.reset(seed=seed)
+        return env, str(observation)
+
+    def _params(self, sampling: SamplingConfig, seed: int, context_len: int) -> SamplingParams:
+        room = self.config.max_context_tokens - context_len
+        return SamplingParams(
+            max_new_tokens=min(sampling.max_new_tokens, room),
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            stop_token_ids=self.stop_token_ids,
+            seed=seed,
+        )
+
+    async def run_episode(
+        self, task: EpisodeTask, generate: Generate, sampling: SamplingConfig
+    ) -> Trajectory:
+        """Play one episode to its end or its limits; the trajectory's metadata holds its statistics."""
+        cfg = self.config
+        started = time.perf_counter()
+        env, observation = await asyncio.to_thread(self._make_and_reset, task.seed)
+        env_s = time.perf_counter() - started
+        messages = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
+        context = ChatContext(self.tokenizer, [*messages, {"role": "user", "content": observation}])
+        chunks: list[Chunk] = []
+        rewards: list[float] = []
+        gen_s, format_errors, truncated_outputs, end = 0.0, 0, 0, "max_turns"
+        for turn in range(cfg.max_turns):
+            if len(context.token_ids) >= cfg.max_context_tokens:
+                end = "context"
+                break
+            tick = time.perf_counter()
+            result = await generate(
+                context.token_ids, self._params(sampling, task.sampling_seed(turn), len(context.token_ids))
+            )
+            gen_s += time.perf_counter() - tick
+            completion = result.completions[0]
+            if not completion.token_ids:
+                raise EpisodeError(f"the engine returned no tokens for request {result.request_id}")
+            chunks.append(
+                Chunk(
+                    context_ids=context.token_ids,
+                    output_ids=completion.token_ids,
+                    output_logprobs=completion.logprobs,
+                    weight_version=result.weight_version,
+                )
+            )
+            truncated_outputs += completion.finish_reason == "length"
+            if self.format_pattern is not None and not self.format_pattern.search(completion.text):
+                format_errors += 1
+            tick = time.perf_counter()
+            observation, reward, terminated, truncated, _ = await asyncio.to_thread(env.step, completion.text)
+            env_s += time.perf_counter() - tick
+            rewards.append(float(reward))
+            if terminated or truncated:
+                end = "terminated" if terminated else "truncated"
+                break
+            context.add_turn(completion.token_ids, completion.text, str(observation))
+        if not chunks:
+            raise EpisodeError(
+                f"the first observation of {cfg.env_id} seed {task.seed} is {len(context.token_ids)} tokens, "
+                f"over env.max_context_tokens={cfg.max_context_tokens}: raise the limit"
+            )
+        return Trajectory(
+            chunks=chunks,
+            reward=sum(rewards),
+            task_id=f"{cfg.env_id}#{task.seed}",
+            group_id=task.group_id,
+            metadata={
+                "seed": task.seed,
+                "index": task.index,
+                "success": bool(rewards) and rewards[-1] >= cfg.success_reward,
+                "turns": len(chunks),
+                "end": end,
+                "format_errors": format_errors,
+                "truncated_outputs": truncated_outputs,
+                "output_tokens": sum(len(c.output_ids) for c in chunks),
+                "gen_s": gen_s,
+                "env_s": env_s,
+                "wall_s": time.perf_counter() - started,
+            },
+        )

@@ -1,0 +1,126 @@
+"""A rollout worker: plays many episodes at once, each on its own, and hands them to the sample buffer.
+
+Runs as an async Ray actor. `run()` keeps `episodes_in_flight` episodes going: each takes a task from the
+buffer, alternates generate (on an engine actor) and env step (in a thread), and returns its trajectory,
+so generation, env interaction and reward are pipelined per episode with no batch barrier. An episode that
+fails for infrastructure reasons goes back to the buffer to be sampled again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from roll.engine.types import GenerateRequest, GenerateResult, SamplingParams
+from roll.rollout.config import GEMEnvConfig, SamplingConfig
+from roll.rollout.episode import EpisodeError, EpisodeTask, Generate
+from roll.rollout.gem_env import GEMEnvManager
+from roll.types import Trajectory
+
+log = logging.getLogger(__name__)
+
+MAX_REGENERATIONS = 8
+
+
+class RolloutWorker:
+    def __init__(
+        self,
+        worker_id: str,
+        model_path: str,
+        env: GEMEnvConfig,
+        sampling: SamplingConfig,
+        episodes_in_flight: int,
+        engines: list[Any],
+        buffer: Any,
+    ) -> None:
+        import gem  # noqa: F401  (imported once here, not inside the first episode)
+        from transformers import AutoTokenizer
+
+        self.worker_id = worker_id
+        self.manager = GEMEnvManager(env, AutoTokenizer.from_pretrained(model_path))
+        self.sampling = sampling
+        self.episodes_in_flight = episodes_in_flight
+        self.engines = engines
+        self.active = list(range(len(engines)))
+        self._load = [0] * len(engines)
+        self._request_ids = itertools.count()
+        self.buffer = buffer
+        self._executor: ThreadPoolExecutor | None = None
+
+    def _use_threads(self) -> None:
+        """Env calls get a thread each, so sleeping or slow envs never queue behind each other."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.episodes_in_flight + 2, thread_name_prefix="roll-env")
+            asyncio.get_running_loop().set_default_executor(self._executor)
+
+    def set_active_engines(self, indices: list[int]) -> None:
+        """New episodes go only to these engines (the others are asleep or about to be)."""
+        self.active = list(indices) or list(range(len(self.engines)))
+
+    def _engine_for_episode(self) -> int:
+        return min(self.active, key=lambda index: self._load[index])
+
+    def _generator(self, engine_index: int) -> Generate:
+        engine = self.engines[engine_index]
+
+        async def generate(prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+            for _ in range(MAX_REGENERATIONS):
+                request = GenerateRequest(
+                    request_id=f"{self.worker_id}-{next(self._request_ids)}",
+                    prompt_token_ids=prompt_ids,
+                    params=params,
+                )
+                result: GenerateResult = await engine.generate.remote(request)
+                if result.completions[0].finish_reason != "abort":
+                    return result
+            raise EpisodeError(f"a request was aborted {MAX_REGENERATIONS} times in a row by weight updates")
+
+        return generate
+
+    async def _play(self, task: EpisodeTask, sampling: SamplingConfig) -> Trajectory:
+        engine_index = self._engine_for_episode()
+        self._load[engine_index] += 1
+        try:
+            return await self.manager.run_episode(task, self._generator(engine_index), sampling)
+        finally:
+            self._load[engine_index] -= 1
+
+    async def run(self) -> int:
+        """Play episodes from the buffer until it stops; returns how many were handed in."""
+        self._use_threads()
+        counts = await asyncio.gather(*(self._episode_loop() for _ in range(self.episodes_in_flight)))
+        return sum(counts)
+
+    async def _episode_loop(self) -> int:
+        played = 0
+        while (task := await self.buffer.next_task.remote(self.worker_id)) is not None:
+            try:
+                trajectory = await self._play(task, self.sampling)
+            except Exception:
+                log.exception("episode %s failed; the buffer will sample it again", task)
+                await self.buffer.fail.remote(self.worker_id, task)
+                continue
+            await self.buffer.put.remote(self.worker_id, task, trajectory)
+            played += 1
+        return played
+
+    async def evaluate(self, tasks: list[EpisodeTask], sampling: SamplingConfig) -> list[Trajectory | None]:
+        """Play evaluation episodes (not for training); None for an episode that failed for infra reasons."""
+        self._use_threads()
+
+        async def one(task: EpisodeTask) -> Trajectory | None:
+            try:
+                return await self._play(task, sampling)
+            except Exception:
+                log.exception("evaluation episode %s failed", task)
+                return None
+
+        return list(await asyncio.gather(*(one(task) for task in tasks)))
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()

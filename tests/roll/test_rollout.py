@@ -1,0 +1,135 @@
+"""The GEM env manager: multi-turn episodes with exact token bookkeeping, against a scripted policy (a test
+double for the LLM's choices) and against the real torch engine."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from roll.engine.types import Completion, GenerateResult, SamplingParams
+from roll.rollout.config import GEMEnvConfig, SamplingConfig
+from roll.rollout.episode import EpisodeTask
+from roll.rollout.gem_env import GEMEnvManager
+from roll.types import pack_trajectories
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from roll.models import LoadedModel
+
+GAME = GEMEnvConfig(env_id="game:GuessTheNumber-v0-easy", max_turns=6, format_pattern=r"\\boxed\{")
+
+
+class ScriptedBinarySearch:
+    """Test double of an LLM: answers GuessTheNumber by binary search from the hints in the chat."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, broken_turns: set[int] | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.broken_turns = broken_turns or set()
+        self.calls = 0
+
+    async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+        text = self.tokenizer.decode(prompt_ids)
+        low, high = 1, 10
+        for guess, hint in re.findall(r"you guessed (\d+), and the target number is (\w+)", text):
+            if hint == "higher":
+                low = max(low, int(guess) + 1)
+            else:
+                high = min(high, int(guess) - 1)
+        answer = (
+            "I am not sure."
+            if self.calls in self.broken_turns
+            else f"My guess is \\boxed{{{(low + high) // 2}}}."
+        )
+        self.calls += 1
+        ids = [*self.tokenizer(answer, add_special_tokens=False).input_ids, params.stop_token_ids[0]]
+        completion = Completion(
+            index=0, token_ids=ids, logprobs=[-0.5] * len(ids), text=answer, finish_reason="stop"
+        )
+        return GenerateResult(
+            request_id=str(self.calls),
+            prompt_token_ids=prompt_ids,
+            completions=[completion],
+            weight_version=7,
+            ttft_s=0.0,
+            latency_s=0.0,
+        )
+
+
+async def test_binary_search_wins_and_every_context_extends_the_previous_one(tiny_moe: LoadedModel) -> None:
+    manager = GEMEnvManager(GAME, tiny_moe.tokenizer)
+    policy = ScriptedBinarySearch(tiny_moe.tokenizer)
+    trajectory = await manager.run_episode(EpisodeTask("g0", seed=5), policy, SamplingConfig())
+    meta = trajectory.metadata
+    assert meta["success"] and meta["end"] == "terminated" and trajectory.reward == 1.0
+    assert meta["format_errors"] == 0 and 1 <= meta["turns"] <= 4
+    assert all(
+        c.weight_version == 7 and len(c.output_logprobs) == len(c.output_ids) for c in trajectory.chunks
+    )
+    for before, after in zip(trajectory.chunks, trajectory.chunks[1:], strict=False):
+        assert after.context_ids[: len(before.context_ids) + len(before.output_ids)] == (
+            before.context_ids + before.output_ids
+        )
+        observation = tiny_moe.tokenizer.decode(
+            after.context_ids[len(before.context_ids) + len(before.output_ids) :]
+        )
+        assert "target number is" in observation and observation.rstrip().endswith("assistant")
+    # one sequence per episode: the trainer runs the whole game in one forward pass
+    assert pack_trajectories([trajectory]).seq_lens.numel() == 1
+
+
+async def test_format_errors_are_recorded_and_rewarded_by_the_env(tiny_moe: LoadedModel) -> None:
+    manager = GEMEnvManager(GAME, tiny_moe.tokenizer)
+    trajectory = await manager.run_episode(
+        EpisodeTask("g0", seed=5), ScriptedBinarySearch(tiny_moe.tokenizer, {0}), SamplingConfig()
+    )
+    assert trajectory.metadata["format_errors"] == 1
+    assert trajectory.reward == pytest.approx(-0.1)  # GEM's format-error reward ends the game
+    assert not trajectory.metadata["success"]
+
+
+async def test_episode_limits_stop_long_games(tiny_moe: LoadedModel) -> None:
+    config = GAME.model_copy(update={"env_kwargs": {"max_turns": 50}, "max_turns": 2})
+    manager = GEMEnvManager(
+        config.model_copy(update={"env_id": "game:GuessTheNumber-v0-hard"}), tiny_moe.tokenizer
+    )
+    trajectory = await manager.run_episode(
+        EpisodeTask("g0", seed=1), ScriptedBinarySearch(tiny_moe.tokenizer), SamplingConfig()
+    )
+    assert trajectory.metadata["turns"] == 2 and trajectory.metadata["end"] == "max_turns"
+
+
+async def test_real_engine_episode_records_engine_tokens_and_logprobs(tiny_moe: LoadedModel) -> None:
+    from roll.engine.torch_engine import TorchEngine
+
+    engine = TorchEngine(tiny_moe)
+    await engine.start()
+    try:
+        manager = GEMEnvManager(GAME, tiny_moe.tokenizer)
+        generated: list[GenerateResult] = []
+
+        async def generate(prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+            from roll.engine.types import GenerateRequest
+
+            result = await engine.generate(
+                GenerateRequest(request_id=str(len(generated)), prompt_token_ids=prompt_ids, params=params)
+            )
+            generated.append(result)
+            return result
+
+        sampling = SamplingConfig(max_new_tokens=6, temperature=1.0)
+        first = await manager.run_episode(EpisodeTask("g0", seed=3, index=0), generate, sampling)
+        again = await manager.run_episode(EpisodeTask("g0", seed=3, index=0), generate, sampling)
+        other = await manager.run_episode(EpisodeTask("g0", seed=3, index=1), generate, sampling)
+    finally:
+        await engine.shutdown()
+    chunk = first.chunks[0]
+    assert chunk.output_ids == generated[0].completions[0].token_ids
+    assert chunk.output_logprobs == generated[0].completions[0].logprobs
+    assert chunk.context_ids == generated[0].prompt_token_ids
+    assert [c.output_ids for c in again.chunks] == [c.output_ids for c in first.chunks]  # seeded replay
+    assert [c.output_ids for c in other.chunks] != [
+        c.output_ids for c in first.chunks
+    ]  # group members differ
