@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -146,9 +147,12 @@ def _run_once(parts, store, session, prompt: str, output_file: Path | None) -> i
             file=sys.stderr,
         )
     agent = build_agent(parts, events=PlainEvents(), session=session)
+    # A supervisor's SIGTERM ends the run like Ctrl-C: the session and the output file are still written.
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         result = agent.run(prompt)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         agent.close()
     summary = {"session_id": session.id, "session_file": str(session.path), **result.to_dict()}
     if output_file is not None:
@@ -162,6 +166,10 @@ def _run_once(parts, store, session, prompt: str, output_file: Path | None) -> i
     if result.error:
         print(f"iflow: {result.error}", file=sys.stderr)
     return 0 if result.termination is TerminationReason.COMPLETED else 1
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main() -> None:

@@ -6,7 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from iflow.sessions import SessionStore
 from iflow.testing import ScriptedOpenAIServer, call, say
@@ -147,3 +150,24 @@ def test_wrong_key_and_unreachable_endpoint_end_cleanly(git_repo: Path) -> None:
         )
     assert done.returncode == 1 and "rejected the API key" in done.stderr
     assert json.loads(out.read_text())["termination_reason"] == "llm_error"
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_run_as_interrupted_and_still_reports(git_repo: Path) -> None:
+    marker = git_repo / "started"
+    script = [call("run_shell_command", command=f"touch {marker}; sleep 60")]
+    with ScriptedOpenAIServer(script) as server:
+        out = git_repo.parent / "result.json"
+        args = ["-p", "wait", "--yolo", "--base-url", server.url, "--model", "m", "--output-file", str(out)]
+        process = subprocess.Popen(
+            [IFLOW, *args], cwd=git_repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(600):
+            if marker.exists():
+                break
+            time.sleep(0.1)
+        process.terminate()
+        process.communicate(timeout=60)
+    assert process.returncode == 1
+    result = json.loads(out.read_text())
+    assert result["termination_reason"] == "interrupted" and result["rounds"] == 1
