@@ -6,6 +6,7 @@ alone: a failure's text starts with ``TOOL_ERROR_PREFIX``; write tools name thei
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class Tool(ABC):
         }
 
     def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """Check against the schema; numbers and booleans written as strings ("30", "true") are converted."""
         properties: dict[str, Any] = self.parameters.get("properties", {})
         missing = [key for key in self.parameters.get("required", []) if key not in arguments]
         if missing:
@@ -76,10 +78,13 @@ class Tool(ABC):
             raise ToolError(
                 f"{self.name} has no argument(s) {', '.join(unknown)}; it takes {', '.join(properties)}"
             )
-        for key, value in arguments.items():
+        for key, value in list(arguments.items()):
             expected = properties[key].get("type")
             if expected and not _has_json_type(value, expected):
-                raise ToolError(f"{self.name}: argument {key} must be of JSON type {expected}")
+                converted = _from_string(value, expected)
+                if converted is None:
+                    raise ToolError(f"{self.name}: argument {key} must be of JSON type {expected}")
+                arguments[key] = converted
 
     def describe(self, arguments: dict[str, Any]) -> str:
         """A short line shown to people when the call is proposed or asked for approval."""
@@ -98,6 +103,20 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "array": (list,),
     "object": (dict,),
 }
+
+
+def _from_string(value: Any, expected: str) -> Any:
+    """Small models often quote scalars; take "30" for 30 and "true" for true, nothing looser."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if expected == "integer" and re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if expected == "number" and re.fullmatch(r"-?\d+(\.\d+)?", text):
+        return float(text) if "." in text else int(text)
+    if expected == "boolean" and text in ("true", "false"):
+        return text == "true"
+    return None
 
 
 def _has_json_type(value: Any, expected: str) -> bool:

@@ -66,7 +66,10 @@ def test_argument_check_names_missing_unknown_and_mistyped() -> None:
     with pytest.raises(ToolError, match="has no argument"):
         TOOLS["read_file"].check_arguments({"file_path": "a", "lines": 3})
     with pytest.raises(ToolError, match="must be of JSON type integer"):
-        TOOLS["read_file"].check_arguments({"file_path": "a", "offset": "3"})
+        TOOLS["read_file"].check_arguments({"file_path": "a", "offset": "third"})
+    quoted = {"file_path": "a", "offset": "3"}
+    TOOLS["read_file"].check_arguments(quoted)
+    assert quoted == {"file_path": "a", "offset": 3}
 
 
 def test_read_file_whole_and_range(context: ToolContext, git_repo: Path) -> None:
