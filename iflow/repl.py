@@ -301,11 +301,13 @@ class Repl:
     def _mode(self, argument: str) -> None:
         if argument:
             try:
-                self.agent.config.approval_mode = ApprovalMode(argument)
+                mode = ApprovalMode(argument)
             except ValueError:
                 allowed = ", ".join(mode.value for mode in ApprovalMode)
                 self.console.print(f"[red]unknown mode {escape(argument)}[/]; use one of {allowed}")
                 return
+            self.agent.config.approval_mode = mode
+            self.agent.set_system_prompt(system_prompt(self.parts.options.cwd, mode))
         self.console.print(f"approval mode: {self.agent.config.approval_mode.value}")
 
     def _clear(self, argument: str) -> None:
