@@ -179,7 +179,7 @@ def _build_recipe(
     force: bool,
     prepare: Callable[[Path], None] | None = None,
 ) -> str:
-    step = f"build {name}"
+    step = name
     with tempfile.TemporaryDirectory(prefix="ale-image-") as scratch:
         build_dir = Path(scratch)
         shutil.copytree(context, build_dir, dirs_exist_ok=True)
@@ -208,7 +208,7 @@ def _build_recipe(
 
 
 def _build_busybox(client: Any, report: Reporter, force: bool) -> str:
-    step = f"build {BUSYBOX}"
+    step = BUSYBOX
     check = subprocess.run(["ldd", str(BUSYBOX_BINARY)], capture_output=True, text=True)
     if not BUSYBOX_BINARY.exists() or check.returncode == 0:
         raise BootstrapError(

@@ -2,42 +2,49 @@
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.markup import escape
 
 app = typer.Typer(no_args_is_help=True)
 
 
 class RichReporter:
-    """Prints each bootstrap step, its outcome and time; long steps show their latest output line."""
+    """Prints each bootstrap step, its outcome and time. On a terminal a spinner shows a long step's latest
+    output line; elsewhere (a CI log) the step and its output lines are printed as they come."""
 
     def __init__(self) -> None:
         from rich.console import Console
 
         self.console = Console()
-        self.status = None
+        self.status: Any = None
+        self.name = ""
         self.started = time.monotonic()
 
     def step(self, name: str) -> None:
-        self._stop()
-        self.started = time.monotonic()
-        self.status = self.console.status(f"[bold]{name}[/bold]")
-        self.status.start()
+        self.stop()
         self.name = name
+        self.started = time.monotonic()
+        if self.console.is_terminal:
+            self.status = self.console.status(f"[bold]{escape(name)}[/bold]")
+            self.status.start()
+        else:
+            self.console.print(f"… {escape(name)}")
 
     def line(self, text: str) -> None:
         if self.status is not None:
-            from rich.markup import escape
-
             self.status.update(f"[bold]{escape(self.name)}[/bold] [dim]{escape(text[-100:])}[/dim]")
+        elif not self.console.is_terminal:
+            self.console.print(f"  [dim]{escape(text)}[/dim]", highlight=False)
 
     def done(self, name: str, detail: str) -> None:
-        self._stop()
+        self.stop()
         elapsed = time.monotonic() - self.started
-        self.console.print(f"[green]✓[/green] {name}: {detail} [dim]({elapsed:.1f} s)[/dim]")
+        self.console.print(f"[green]✓[/green] {escape(name)}: {escape(detail)} [dim]({elapsed:.1f} s)[/dim]")
         self.started = time.monotonic()
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
         if self.status is not None:
             self.status.stop()
             self.status = None
@@ -56,8 +63,8 @@ def bootstrap(
     try:
         ids = ensure_base_images(reporter, force=force)
     except BootstrapError as exc:
-        reporter._stop()
-        reporter.console.print(f"[bold red]✗ {exc}[/bold red]")
+        reporter.stop()
+        reporter.console.print(f"[bold red]✗ {escape(str(exc))}[/bold red]")
         raise typer.Exit(1) from None
     reporter.console.print(f"[bold green]base images ready:[/bold green] {', '.join(ids)}")
 
@@ -70,7 +77,6 @@ def build(
 ) -> None:
     """Build a Dockerfile with its FROM lines mapped through the alias table (python:3.11-slim and so on)."""
     from rich.console import Console
-    from rich.markup import escape
 
     from rock.images.build import build_image
     from rock.images.errors import ImageError
