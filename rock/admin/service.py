@@ -303,10 +303,14 @@ class Admin:
                 self.auth.secret_of(caller.name) if caller is not LOCAL else None,
             )
         )
+        if beat.sandboxes is None:
+            return HeartbeatReply(remove=[])
         reported = {s.id: s for s in beat.sandboxes}
         for sandbox in reported.values():
             info = self._live.get(sandbox.id)
             if info is None or info.worker_id != beat.worker_id or info.state is not S.RUNNING:
+                continue
+            if sandbox.id in self._stopping:  # its container is being removed on purpose
                 continue
             if sandbox.status == "oom_killed":
                 self._fail(

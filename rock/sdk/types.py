@@ -182,7 +182,8 @@ class Heartbeat(BaseModel):
     """When the worker listed its containers: sandboxes started after it may be missing from the list."""
     url: str
     capacity: WorkerCapacity
-    sandboxes: list[WorkerSandbox]
+    sandboxes: list[WorkerSandbox] | None = None
+    """None when listing the containers took too long this time: the admin reconciles at a later beat."""
 
 
 class HeartbeatReply(BaseModel):

@@ -100,6 +100,10 @@ def remove_container(client: docker.DockerClient, sandbox_id: str, host_dir: Pat
         found = True
     except docker.errors.NotFound:
         found = False
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: a removal of this container is already under way
+            raise
+        found = True
     shutil.rmtree(host_dir, ignore_errors=True)
     return found
 
@@ -174,11 +178,14 @@ def list_sandboxes(client: docker.DockerClient, worker_id: str, oom: set[str]) -
         if c["State"] == "running" and sandbox_id not in oom:
             out.append(WorkerSandbox(id=sandbox_id, status="running"))
             continue
-        state = inspect_state(client, sandbox_id) or {}
+        state = inspect_state(client, sandbox_id)
+        if state is None or state.get("Status") in ("created", "removing"):
+            continue  # still starting (its create call reports on it), or going away
         if sandbox_id in oom:
             state["OOMKilled"] = True
-        if state.get("Status") == "created":
-            continue  # still starting: its create call reports on it
+        elif state.get("Running"):  # it started between the list and the inspect
+            out.append(WorkerSandbox(id=sandbox_id, status="running"))
+            continue
         status, detail = describe_stop(state)
         out.append(WorkerSandbox(id=sandbox_id, status=status, detail=detail))  # type: ignore[arg-type]
     return out

@@ -26,11 +26,21 @@ import docker
 from rock.rocklet.client import RockletClient
 from rock.rocklet.errors import RockletError, RockletUnavailable
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
-from rock.sdk.types import FailureReason, Heartbeat, HeartbeatReply, SandboxSpec, WorkerCapacity, parse_memory
+from rock.sdk.types import (
+    FailureReason,
+    Heartbeat,
+    HeartbeatReply,
+    SandboxSpec,
+    WorkerCapacity,
+    WorkerSandbox,
+    parse_memory,
+)
 from rock.worker import containers
 from rock.worker.config import WorkerConfig
 
 log = logging.getLogger("rock.worker")
+LISTING_WAIT = 1.0
+"""Seconds a heartbeat waits for the container listing before it goes without it."""
 T = TypeVar("T")
 
 
@@ -47,6 +57,9 @@ class WorkerService:
         self._starting: set[str] = set()
         self._oom: set[str] = set()
         self._oom_counters: dict[str, tuple[Path, str]] = {}
+        self._removing: set[str] = set()
+        self._listing: asyncio.Future[tuple[datetime, list[WorkerSandbox]]] | None = None
+        self._background: set[asyncio.Task[bool]] = set()
         self._docker: docker.DockerClient | None = None
         self._events: Any = None
         self._heartbeats: asyncio.Task[None] | None = None
@@ -205,11 +218,15 @@ class WorkerService:
         self._specs.pop(sandbox_id, None)
         self._oom.discard(sandbox_id)
         self._oom_counters.pop(sandbox_id, None)
-        if client is not None:
-            await client.aclose()
-        return await self._blocking(
-            containers.remove_container, self.docker, sandbox_id, self.config.run_dir / sandbox_id
-        )
+        self._removing.add(sandbox_id)
+        try:
+            if client is not None:
+                await client.aclose()
+            return await self._blocking(
+                containers.remove_container, self.docker, sandbox_id, self.config.run_dir / sandbox_id
+            )
+        finally:
+            self._removing.discard(sandbox_id)
 
     def client(self, sandbox_id: str) -> RockletClient:
         client = self._clients.get(sandbox_id)
@@ -263,13 +280,32 @@ class WorkerService:
         except Exception as exc:  # the stream ends when the worker closes it
             log.debug("oom event stream ended: %r", exc)
 
-    async def heartbeat(self) -> HeartbeatReply:
+    async def _list(self) -> tuple[datetime, list[WorkerSandbox]]:
         listed_at = datetime.now(UTC)
         for sandbox_id in list(self._oom_counters):
             self._oom_killed(sandbox_id)
-        sandboxes = await asyncio.get_running_loop().run_in_executor(
+        found = await asyncio.get_running_loop().run_in_executor(
             self._heartbeat_pool, containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
         )
+        return listed_at, [s for s in found if s.id not in self._removing]
+
+    async def heartbeat(self) -> HeartbeatReply:
+        """Tell the admin this worker lives, with its containers when listing them was quick.
+
+        Docker answers a container list only after the containers being started, so under a burst of
+        creates the listing can take long: the heartbeat then goes without it (liveness must not wait) and
+        the listing goes with a later one.
+        """
+        if self._listing is None:
+            self._listing = asyncio.ensure_future(self._list())
+        done, _ = await asyncio.wait({self._listing}, timeout=LISTING_WAIT)
+        listed_at, sandboxes = datetime.now(UTC), None
+        if done:
+            listing, self._listing = self._listing, None
+            try:
+                listed_at, sandboxes = listing.result()
+            except Exception as exc:
+                log.warning("listing this worker's containers failed: %r", exc)
         beat = Heartbeat(
             worker_id=self.config.id,
             listed_at=listed_at,
@@ -287,9 +323,11 @@ class WorkerService:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")
         reply = HeartbeatReply.model_validate_json(response.content)
         for sandbox_id in reply.remove:
-            if sandbox_id not in self._starting:
+            if sandbox_id not in self._starting and sandbox_id not in self._removing:
                 log.info("removing sandbox %s: the admin no longer wants it", sandbox_id)
-                await self._remove(sandbox_id)
+                task = asyncio.get_running_loop().create_task(self._remove(sandbox_id))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
         return reply
 
     async def _heartbeat_loop(self) -> None:
