@@ -25,6 +25,7 @@ FailureMode = Literal[
     "build_error", "sandbox_error", "agent_timeout", "agent_error", "test_timeout", "verifier_error"
 ]
 
+SANDBOX_TRIES = 2
 PYTEST_MOUNT = "/opt/rome-bench/pytest"
 # pytest and its pure-Python dependencies, uploaded so tests run with pytest in images that lack it.
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
@@ -61,6 +62,7 @@ class TrialResult(BaseModel):
     agent_log: str = ""
     verifier_output: str = ""
     reward_source: str | None = None
+    sandbox_retries: list[str] = Field(default_factory=list)
     started_at: str = ""
     finished_at: str = ""
 
@@ -179,24 +181,34 @@ def run_trial(
     build_sec: float = 0.0,
     model: str | None = None,
 ) -> TrialResult:
-    """Run one trial end to end. Never raises for the task's or the agent's faults: they are recorded."""
+    """Run one trial end to end. Never raises for the task's or the agent's faults: they are recorded.
+
+    A sandbox that dies under the trial (an infrastructure fault, not the agent's) is replaced and the trial
+    run again, up to SANDBOX_TRIES times; the errors of the lost sandboxes stay in `sandbox_retries`.
+    """
     started = time.monotonic()
-    result = TrialResult(
-        task_id=task.id,
-        attempt=attempt,
-        agent=agent.name,
-        model=model,
-        category=task.category,
-        difficulty=task.difficulty,
-        instruction=task.instruction,
-        image=image,
-        started_at=_now(),
-    )
-    result.timings.build_sec = build_sec
-    if image is None:
-        result.failure_mode, result.error = "build_error", build_error or "the task image did not build"
-    else:
-        _run_in_sandbox(task, agent, provider, image, result)
+    lost: list[str] = []
+    while True:
+        result = TrialResult(
+            task_id=task.id,
+            attempt=attempt,
+            agent=agent.name,
+            model=model,
+            category=task.category,
+            difficulty=task.difficulty,
+            instruction=task.instruction,
+            image=image,
+            started_at=_now(),
+        )
+        result.timings.build_sec = build_sec
+        if image is None:
+            result.failure_mode, result.error = "build_error", build_error or "the task image did not build"
+        else:
+            _run_in_sandbox(task, agent, provider, image, result)
+        if result.failure_mode != "sandbox_error" or len(lost) + 1 >= SANDBOX_TRIES:
+            break
+        lost.append(result.error or "sandbox lost")
+    result.sandbox_retries = lost
     result.passed = result.failure_mode not in ("build_error", "sandbox_error") and result.reward >= 1.0
     result.timings.total_sec = time.monotonic() - started + build_sec
     result.finished_at = _now()

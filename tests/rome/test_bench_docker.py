@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 # One task per grading path: test.sh + Python checks, a bash-only verifier on debian:bookworm, pytest
 # test_outputs.py, a debugging task, and a task whose truth is regenerated only inside the tests.
-SAMPLE = ["csv-sales-rollup", "find-large-files", "semver-sort", "lru-cache-eviction", "salted-hash-audit"]
+SAMPLE = ["csv-sales-rollup", "find-large-files", "lru-cache-eviction", "salted-hash-audit", "semver-sort"]
 
 
 @pytest.fixture(scope="module")
