@@ -50,6 +50,12 @@ class ShellUnavailable(RockletError):
     status = 422
 
 
+class SandboxExhausted(RockletError):
+    """No process could be started: the sandbox is at its process or memory limit."""
+
+    status = 503
+
+
 class ForwarderError(RockletError):
     """The TCP forwarder could not listen on the requested port."""
 
@@ -67,6 +73,7 @@ ERROR_TYPES: dict[str, type[RockletError]] = {
         RemoteFileNotFound,
         RemoteFileError,
         ShellUnavailable,
+        SandboxExhausted,
         ForwarderError,
     )
 }

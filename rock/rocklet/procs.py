@@ -5,6 +5,7 @@ calls setsid itself. Killing by session id also catches children that moved to t
 """
 
 import contextlib
+import errno
 import fcntl
 import os
 import signal
@@ -13,6 +14,8 @@ import threading
 import time
 from collections.abc import Collection
 from typing import Any
+
+from rock.rocklet.errors import SandboxExhausted
 
 _F_SETPIPE_SZ = 1031
 
@@ -39,15 +42,27 @@ def session_members(sid: int) -> list[int]:
     return [pid for pid, state, _, session in _processes() if session == sid and state != b"Z"]
 
 
-def kill_session(sid: int, spare: Collection[int] = (), rounds: int = 20) -> None:
-    """SIGKILL every process in session `sid` except those in `spare`, repeating while new forks appear."""
+def kill_session(sid: int, spare: Collection[int] = (), rounds: int = 50) -> None:
+    """SIGKILL every process in session `sid` except those in `spare`.
+
+    Everything is stopped first and killed after, so a fork bomb cannot refill what was just killed.
+    """
+    stopped: set[int] = set()
     for _ in range(rounds):
-        victims = [pid for pid in session_members(sid) if pid not in spare]
-        if not victims:
-            return
-        for pid in victims:
+        running = [pid for pid in session_members(sid) if pid not in spare and pid not in stopped]
+        if not running:
+            break
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+    for _ in range(rounds):
+        for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        stopped = {pid for pid in session_members(sid) if pid not in spare}
+        if not stopped:
+            return
 
 
 def enlarge_pipe(fd: int, size: int = 1 << 20) -> None:
@@ -63,8 +78,17 @@ _spawned: set[int] = set()
 
 
 def spawn(argv: list[str], **kwargs: Any) -> "subprocess.Popen[bytes]":
+    """Popen, registered for the orphan reaper; a full process table or memory becomes SandboxExhausted."""
     with _spawn_lock:
-        proc = subprocess.Popen(argv, **kwargs)
+        try:
+            proc = subprocess.Popen(argv, **kwargs)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.ENOMEM):
+                raise
+            raise SandboxExhausted(
+                f"cannot start {argv[0]}: {exc}; the sandbox is at its process or memory limit (a runaway "
+                "command may still be running: wait for its timeout, or close its session)"
+            ) from None
         _spawned.add(proc.pid)
     return proc
 
