@@ -4,6 +4,7 @@ The whole suite is validated by `benchmarks/bench_throughput.py --validate-all` 
 CI validates this fixed sample.
 """
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,3 +151,39 @@ def test_resume_runs_only_missing_trials(provider, tmp_path) -> None:
         == [(t.attempt, t.reward) for t in first]
         == [(0, 0.0), (1, 0.0)]
     )
+
+
+NIM_SOLUTION = """python3 - <<'EOF'
+out = []
+for line in open('/app/positions.txt'):
+    heaps = list(map(int, line.split()))
+    x = 0
+    for h in heaps:
+        x ^= h
+    i = next((i for i, h in enumerate(heaps) if h ^ x < h), None)
+    out.append('LOSE' if x == 0 else f'{i} {heaps[i] - (heaps[i] ^ x)}')
+open('/app/moves.txt', 'w').write('\\n'.join(out) + '\\n')
+EOF"""
+
+
+def test_iflow_agent_solves_a_task_through_rock(provider, tmp_path, monkeypatch) -> None:
+    """iFlow's real loop and ROCK executor; only the model's choices are scripted (a test double)."""
+    from iflow.testing import ScriptedOpenAIServer, call, say
+
+    monkeypatch.setenv("IFLOW_HOME", str(tmp_path / "iflow-home"))
+    suite = load_tasks(DEFAULT_TASKS, ["nim-winning-moves"])
+    replies = [
+        call("run_shell_command", command="head -3 positions.txt && pwd"),
+        call("run_shell_command", command=NIM_SOLUTION),
+        say("Wrote /app/moves.txt."),
+        say("I could not find the file."),  # the second attempt gives up at once
+    ]
+    with ScriptedOpenAIServer(replies) as llm:
+        trials = run_trials(suite.tasks, "iflow", tmp_path / "out", 2, 1, model=llm.url, provider=provider)
+        prompts = [r["messages"][-1]["content"] for r in llm.requests if r["messages"][-1]["role"] == "user"]
+    solved, gave_up = trials
+    assert solved.reward == 1.0 and solved.passed and solved.model == llm.url
+    assert [c.command.split(":")[0] for c in solved.commands[:2]] == ["run_shell_command"] * 2
+    assert re.search(r"^/app$", solved.agent_log, re.M)  # pwd printed the image's WORKDIR
+    assert gave_up.reward == 0.0 and not gave_up.passed and gave_up.failure_mode is None
+    assert any("/app/positions.txt" in p for p in prompts if isinstance(p, str))
