@@ -34,7 +34,7 @@ def _load(tasks_dir: Path, task_ids: list[str] | None):  # type: ignore[no-untyp
 
 
 class _Progress:
-    """Live progress: one bar over all trials, with passes and failures counted as they finish."""
+    """Live progress: one bar over all trials, each agent's passes and failures counted as they finish."""
 
     def __init__(self, total: int, label: str) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -42,19 +42,18 @@ class _Progress:
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
         )
-        self.passed = self.failed = 0
+        self.counts: dict[str, list[int]] = {}
         self.label = label
-        self.bar = self.progress.add_task(self._text(), total=total)
-
-    def _text(self) -> str:
-        return f"{self.label} [green]{self.passed} passed[/green] [red]{self.failed} failed[/red]"
+        self.bar = self.progress.add_task(label, total=total)
 
     def __call__(self, trial) -> None:  # type: ignore[no-untyped-def]
-        if trial.passed:
-            self.passed += 1
-        else:
-            self.failed += 1
-        self.progress.update(self.bar, advance=1, description=self._text())
+        passed_failed = self.counts.setdefault(trial.agent, [0, 0])
+        passed_failed[0 if trial.passed else 1] += 1
+        text = " | ".join(
+            f"{agent} [green]{p} passed[/green] [red]{f} failed[/red]"
+            for agent, (p, f) in self.counts.items()
+        )
+        self.progress.update(self.bar, advance=1, description=f"{self.label} {text}")
 
 
 @app.command("terminal-pro")
@@ -102,7 +101,7 @@ def terminal_pro(
         console.print(f"resuming the run in {output}")
     output.mkdir(parents=True, exist_ok=True)
     write_run_config(output, config)
-    progress = _Progress(len(suite.tasks) * n_attempts, f"{agent}:")
+    progress = _Progress(len(suite.tasks) * n_attempts, "terminal-pro:")
     with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
         trials = run_trials(
             suite.tasks, agent, output, n_attempts, concurrency, model, provider, on_trial=progress
