@@ -179,6 +179,15 @@ class WorkerService:
                     "or check that the image runs (`rock image ls`)",
                     FailureReason.START_TIMEOUT,
                 ) from exc
+            try:
+                await self._blocking(containers.limit_cpus, self.docker, sandbox_id, spec.cpus)
+            except docker.errors.APIError as exc:
+                await client.aclose()
+                await self._remove(sandbox_id)
+                raise SandboxFailed(
+                    f"docker could not limit the sandbox's CPUs: {exc.explanation or exc}",
+                    FailureReason.START_ERROR,
+                ) from exc
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)

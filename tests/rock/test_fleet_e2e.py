@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+import docker
 from rock.sdk.errors import CommandTimeout, SandboxFailed
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
 from rock.sdk.types import FailureReason, SandboxState
@@ -107,6 +108,19 @@ def test_a_default_sandbox_has_no_network(fleet: Fleet):
         interfaces = sandbox.exec("tail -n +3 /proc/net/dev | cut -d: -f1").output.split()
         assert interfaces == ["lo"]
         assert sandbox.exec("id -u").output.strip() == "1000"
+        assert "Read-only file system" in sandbox.exec("echo x > /opt/rock/x").output
+        host = docker.from_env().api.inspect_container(f"rock-{sandbox.id}")["HostConfig"]
+        assert (host["NetworkMode"], host["CapDrop"], host["SecurityOpt"]) == (
+            "none",
+            ["ALL"],
+            ["no-new-privileges"],
+        )
+        assert (host["CpuQuota"], host["CpuPeriod"], host["Memory"], host["PidsLimit"]) == (
+            25_000,
+            100_000,
+            128 * 1024**2,
+            256,
+        )
 
 
 def test_the_busybox_image_works_without_python_or_libc(fleet: Fleet):

@@ -189,3 +189,18 @@ async def test_rocklet_runs_in_an_empty_image(runtime: Path, tmp_path: Path) -> 
                 await client.run("true")
     finally:
         container.remove(force=True)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_fork_bomb_and_memory_hog_are_contained(rocklet_containers: dict[str, Path]) -> None:
+    async with RockletClient(rocklet_containers[PYTHON] / "rocklet.sock") as client:
+        await client.wait_ready(timeout=30)
+        await client.run("export KEPT=1", "bomb")
+        bomb = await client.run("bomb() { bomb | bomb & }; bomb; sleep 100", "bomb", timeout=3)
+        assert bomb.timed_out
+        assert (await client.health()).status == "ok"
+        hog = await client.run("python3 -c 'x = bytearray(2 * 1024**3)'", "hog", timeout=60)
+        assert hog.exit_code in (1, 137)
+        after = await client.run("echo $KEPT", "bomb")
+        assert after.output.endswith("1\n") and after.exit_code == 0
