@@ -75,22 +75,29 @@ def enlarge_pipe(fd: int, size: int = 1 << 20) -> None:
 # those without stealing the exit status of its own children, so both sides take this lock.
 _spawn_lock = threading.Lock()
 _spawned: set[int] = set()
+SPAWN_ATTEMPTS = 10
 
 
 def spawn(argv: list[str], **kwargs: Any) -> "subprocess.Popen[bytes]":
-    """Popen, registered for the orphan reaper; a full process table or memory becomes SandboxExhausted."""
-    with _spawn_lock:
-        try:
-            proc = subprocess.Popen(argv, **kwargs)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.ENOMEM):
-                raise
-            raise SandboxExhausted(
-                f"cannot start {argv[0]}: {exc}; the sandbox is at its process or memory limit (a runaway "
-                "command may still be running: wait for its timeout, or close its session)"
-            ) from None
-        _spawned.add(proc.pid)
-    return proc
+    """Popen, registered for the orphan reaper. A full process table (say, right after a fork bomb was
+    killed, while its zombies are being reaped) is retried for a while, then raised as SandboxExhausted."""
+    for attempt in range(SPAWN_ATTEMPTS):
+        with _spawn_lock:
+            try:
+                proc = subprocess.Popen(argv, **kwargs)
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.ENOMEM):
+                    raise
+                failure = exc
+            else:
+                _spawned.add(proc.pid)
+                return proc
+        reap_orphans()
+        time.sleep(0.05 * (attempt + 1))
+    raise SandboxExhausted(
+        f"cannot start {argv[0]}: {failure}; the sandbox is at its process or memory limit (a runaway "
+        "command may still be running: wait for its timeout, or close its session)"
+    )
 
 
 def reap(proc: "subprocess.Popen[bytes]") -> int:
@@ -100,12 +107,17 @@ def reap(proc: "subprocess.Popen[bytes]") -> int:
     return code
 
 
-def reap_orphans_forever(interval: float = 1.0) -> None:
+def reap_orphans() -> None:
+    """Reap zombie children the rocklet did not start itself (orphans it inherits as PID 1)."""
     me = os.getpid()
+    with _spawn_lock:
+        for pid, state, ppid, _ in _processes():
+            if state == b"Z" and ppid == me and pid not in _spawned:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+
+
+def reap_orphans_forever(interval: float = 1.0) -> None:
     while True:
         time.sleep(interval)
-        with _spawn_lock:
-            for pid, state, ppid, _ in _processes():
-                if state == b"Z" and ppid == me and pid not in _spawned:
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(pid, os.WNOHANG)
+        reap_orphans()
