@@ -9,6 +9,8 @@ _SDK_NAMES = frozenset(
         "AsyncSandbox",
         "CapacityExceeded",
         "CommandTimeout",
+        "FailureReason",
+        "QuotaExceeded",
         "Observation",
         "RockError",
         "Sandbox",

@@ -1,19 +1,31 @@
-"""The ROCK SDK: `Sandbox`, `AsyncSandbox`, their wire types and typed errors."""
+"""The ROCK SDK: `Sandbox`, `AsyncSandbox`, their wire types and typed errors.
 
-from rock.sdk.errors import CapacityExceeded, CommandTimeout, RockError, SandboxFailed, SandboxNotFound
-from rock.sdk.sandbox import AsyncSandbox, Sandbox
-from rock.sdk.types import Observation, SandboxInfo, SandboxSpec, SandboxState
+Names load on first use, so `rock --help` (which imports `rock.sdk.cli`) does not pay for httpx and pydantic.
+"""
 
-__all__ = [
-    "AsyncSandbox",
-    "CapacityExceeded",
-    "CommandTimeout",
-    "Observation",
-    "RockError",
-    "Sandbox",
-    "SandboxFailed",
-    "SandboxInfo",
-    "SandboxNotFound",
-    "SandboxSpec",
-    "SandboxState",
-]
+import importlib
+
+_EXPORTS = {
+    "AsyncSandbox": "rock.sdk.sandbox",
+    "Sandbox": "rock.sdk.sandbox",
+    "SandboxOptions": "rock.sdk.sandbox",
+    "CapacityExceeded": "rock.sdk.errors",
+    "CommandTimeout": "rock.sdk.errors",
+    "QuotaExceeded": "rock.sdk.errors",
+    "RockError": "rock.sdk.errors",
+    "SandboxFailed": "rock.sdk.errors",
+    "SandboxNotFound": "rock.sdk.errors",
+    "FailureReason": "rock.sdk.types",
+    "Observation": "rock.sdk.types",
+    "SandboxInfo": "rock.sdk.types",
+    "SandboxSpec": "rock.sdk.types",
+    "SandboxState": "rock.sdk.types",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rock.sdk' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,0 +1,1 @@
+"""A ROCK worker: runs sandboxes as Docker containers and talks to their rocklets."""
