@@ -21,9 +21,14 @@ def image_tag(task: Task) -> str:
 
 def ensure_image(task: Task) -> str:
     """Build the task's image; ROCK's builder returns at once when the same content was built before."""
-    from rock.images.build import build_image
+    from rock.images.build import build_image, resolve_image
     from rock.images.errors import ImageError
 
+    if task.build_context is None or task.dockerfile is None:
+        try:
+            return resolve_image(task.image or "")
+        except ImageError as exc:
+            raise TaskImageError(f"{task.id}: {exc}") from exc
     tag = image_tag(task)
     with _locks_guard:
         lock = _locks.setdefault(tag, threading.Lock())

@@ -19,6 +19,7 @@ Grading = Literal["reward-file", "pytest"]
 TESTS_MOUNT = "/tests"
 SOLUTION_MOUNT = "/solution"
 VERIFIER_LOGS = "/logs/verifier"
+AGENT_LOGS = "/logs/agent"
 
 
 class Task(BaseModel):
@@ -39,8 +40,10 @@ class Task(BaseModel):
     cpus: float = 1.0
     memory_mb: int = 2048
     allow_internet: bool = False
-    dockerfile: Path
-    build_context: Path
+    dockerfile: Path | None = None
+    build_context: Path | None = None
+    # A prebuilt image (Harbor's [environment].docker_image) instead of a Dockerfile.
+    image: str | None = None
     tests_dir: Path
     # Files copied next to the tests in /tests (the old layout keeps run-tests.sh beside tests/).
     extra_test_files: list[Path] = Field(default_factory=list)
@@ -98,6 +101,7 @@ class _HarborEnvironment(_Section):
     # Older Harbor spelling: "2G", "512M".
     memory: str | None = None
     allow_internet: bool = False
+    docker_image: str | None = None
 
     @field_validator("memory")
     @classmethod
@@ -162,7 +166,19 @@ def _load_harbor(task_dir: Path) -> Task:
         field, msg = _field_of(exc)
         raise _Malformed("task.toml", field, msg) from exc
     instruction = _instruction(_required_file(task_dir, "instruction.md", "an instruction for the agent"))
-    dockerfile = _required_file(task_dir, "environment/Dockerfile", "a Dockerfile for its environment")
+    env = config.environment
+    dockerfile = task_dir / "environment" / "Dockerfile"
+    if not dockerfile.is_file():
+        if env.docker_image is None and (task_dir / "environment" / "docker-compose.yaml").is_file():
+            raise _Malformed(
+                "environment/docker-compose.yaml", None, "multi-container tasks are not supported"
+            )
+        if env.docker_image is None:
+            raise _Malformed(
+                "environment/Dockerfile",
+                None,
+                "is missing; add it or set [environment].docker_image in task.toml",
+            )
     tests_dir = task_dir / "tests"
     if (tests_dir / "test.sh").is_file():
         test_command, grading = f"bash {TESTS_MOUNT}/test.sh", "reward-file"
@@ -171,7 +187,6 @@ def _load_harbor(task_dir: Path) -> Task:
     else:
         raise _Malformed("tests/", None, "has neither test.sh nor test_outputs.py; add the verifier")
     solve = task_dir / "solution" / "solve.sh"
-    env = config.environment
     memory_mb = env.memory_mb or (_parse_memory(env.memory) if env.memory else 2048)
     return Task(
         id=task_dir.name,
@@ -187,8 +202,9 @@ def _load_harbor(task_dir: Path) -> Task:
         cpus=env.cpus,
         memory_mb=memory_mb,
         allow_internet=env.allow_internet,
-        dockerfile=dockerfile,
-        build_context=dockerfile.parent,
+        dockerfile=dockerfile if dockerfile.is_file() else None,
+        build_context=dockerfile.parent if dockerfile.is_file() else None,
+        image=None if dockerfile.is_file() else env.docker_image,
         tests_dir=tests_dir,
         test_command=test_command,
         grading=grading,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from rome.bench.agents import Agent, CommandRecord
 from rome.bench.sandbox import SandboxError, SandboxProvider, TrialSandbox
-from rome.bench.tasks import TESTS_MOUNT, VERIFIER_LOGS, Task
+from rome.bench.tasks import AGENT_LOGS, TESTS_MOUNT, VERIFIER_LOGS, Task
 
 FailureMode = Literal[
     "build_error", "sandbox_error", "agent_timeout", "agent_error", "test_timeout", "verifier_error"
@@ -134,7 +134,8 @@ def _now() -> str:
 
 def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
     """Copy the tests in (only now, after the agent), run them, and read the reward."""
-    sandbox.run(f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS}", timeout=30)
+    fresh = f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} {AGENT_LOGS}"
+    sandbox.run(fresh, timeout=30)
     tests = sorted(task.tests_dir.iterdir()) if task.tests_dir.is_dir() else []
     sandbox.upload([*tests, *task.extra_test_files], TESTS_MOUNT)
     if uses_pytest(task):

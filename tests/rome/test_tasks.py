@@ -174,3 +174,20 @@ def test_task_id_filter_and_unknown_ids(tmp_path: Path) -> None:
     assert [t.id for t in load_tasks(tmp_path / "a").tasks] == ["a"]
     with pytest.raises(FileNotFoundError):
         load_tasks(tmp_path / "missing")
+
+
+def test_prebuilt_image_instead_of_dockerfile(tmp_path: Path) -> None:
+    d = harbor_task(tmp_path, toml='[environment]\ndocker_image = "python:3.11-slim"\n')
+    (d / "environment" / "Dockerfile").unlink()
+    task = load_task(d)
+    assert isinstance(task, Task)
+    assert (task.image, task.dockerfile, task.build_context) == ("python:3.11-slim", None, None)
+
+
+def test_compose_only_environment_is_reported(tmp_path: Path) -> None:
+    d = harbor_task(tmp_path)
+    (d / "environment" / "Dockerfile").unlink()
+    write(d / "environment" / "docker-compose.yaml", "services: {}\n")
+    error = load_task(d)
+    assert isinstance(error, TaskLoadError)
+    assert error.file == "environment/docker-compose.yaml" and "not supported" in error.message
