@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -238,3 +243,59 @@ def test_an_admin_beyond_127_0_0_1_from_the_cli():
         assert httpx.get(f"{fleet.url}/v1/sandboxes", headers={"Authorization": f"Bearer {key}"}).json() == []
     finally:
         fleet.admin.stop()
+
+
+def test_the_sandbox_cli(fleet: Fleet):
+    def rock(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rock.cli", "sandbox", *args, "--admin-url", fleet.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    created = rock("create", "--image", "busybox", "--cpus", "0.25", "--memory", "64m", "--env", "WHO=cli")
+    assert created.returncode == 0, created.stderr
+    sandbox_id = created.stdout.strip()
+    listed = rock("ls")
+    assert sandbox_id in listed.stdout and "running" in listed.stdout
+    said = rock("exec", sandbox_id, "echo hello $WHO; exit 3")
+    assert (said.stdout, said.returncode) == ("hello cli\n", 3)
+    assert rock("rm", sandbox_id).stdout.strip() == f"deleted {sandbox_id}"
+    missing = rock("exec", sandbox_id, "true")
+    assert missing.returncode == 1 and f"SandboxNotFound: no sandbox '{sandbox_id}'" in missing.stderr
+
+
+def test_egress_is_opt_in_and_the_forwarder_reaches_a_host_socket(fleet: Fleet):
+    with Sandbox("busybox", admin_url=fleet.url, network="bridge", **SMALL) as sandbox:
+        assert "eth0" in sandbox.exec("cat /proc/net/dev").output
+    with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
+        assert sandbox.info.host_dir is not None
+        path = f"{sandbox.info.host_dir}/model.sock"
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(path)
+        os.chmod(path, 0o666)
+        server.listen(1)
+        answered = threading.Thread(target=_answer_once, args=(server,), daemon=True)
+        answered.start()
+        port = sandbox.forward(0)
+        client = (
+            f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=10)\n"
+            "s.sendall(b'ping'); print(s.recv(100).decode())"
+        )
+        assert sandbox.exec(["python3", "-c", client], timeout=30).output.strip() == "pong to ping"
+        answered.join(timeout=10)
+        server.close()
+
+
+def _answer_once(server: socket.socket) -> None:
+    connection, _ = server.accept()
+    with connection:
+        connection.sendall(b"pong to " + connection.recv(100))
+
+
+def test_a_failing_build_reports_the_tail_of_its_log(fleet: Fleet, tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm\nRUN echo about-to-fail && exit 3\n")
+    with pytest.raises(SandboxFailed, match="about-to-fail") as caught:
+        Sandbox(build_context=str(tmp_path), admin_url=fleet.url, **SMALL)
+    assert caught.value.reason == FailureReason.IMAGE_ERROR

@@ -185,6 +185,9 @@ async def test_files(client: RockletClient, tmp_path: Path) -> None:
         await client.read_file(str(tmp_path / "absent"))
     with pytest.raises(RemoteFileError):
         await client.read_file(str(tmp_path))
+    odd = tmp_path / "a folder" / "ü+%&=.txt"
+    await client.write_file(str(odd), b"odd name")
+    assert odd.read_bytes() == b"odd name"
 
 
 async def test_upload_and_download_tar(client: RockletClient, tmp_path: Path) -> None:
@@ -285,3 +288,14 @@ async def test_malformed_http_is_refused_and_the_rocklet_keeps_serving(
     writer.close()
     assert response.startswith(b"HTTP/1.1 200") and b'"output": "chunked\\n"' in response
     assert (await client.health()).status == "ok"
+
+
+def test_split_target_decodes_like_urllib() -> None:
+    from urllib.parse import urlencode
+
+    from rock.rocklet.wire import split_target
+
+    params = {"path": "/tmp/a b/ü+%.txt", "mode": "755"}
+    parts, query = split_target("/sessions/s%2F1/run?" + urlencode(params))
+    assert parts == ["sessions", "s/1", "run"]
+    assert query == params
