@@ -18,7 +18,6 @@ import os
 import sys
 import threading
 from typing import Any
-from urllib.parse import parse_qs, unquote
 
 from rock.rocklet import files
 from rock.rocklet.errors import BadRequest, RockletError, SessionExists, SessionNotFound
@@ -26,7 +25,7 @@ from rock.rocklet.forwarder import Forwarders
 from rock.rocklet.oneshot import run_once
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
 from rock.rocklet.shell import ShellSession, find_shell
-from rock.rocklet.wire import HttpServer, Response
+from rock.rocklet.wire import HttpServer, Response, split_target
 
 VERSION = "1"
 DEFAULT_SOCKET = "/run/rock/rocklet.sock"
@@ -131,9 +130,7 @@ def _json(payload: Any, status: int = 200) -> Response:
 
 def dispatch(app: Rocklet, method: str, target: str, body: bytes) -> Response:
     """Answer one request; every failure becomes a typed JSON error, so the rocklet always answers."""
-    path, _, query_string = target.partition("?")
-    query = {key: values[-1] for key, values in parse_qs(query_string).items()}
-    parts = [unquote(part) for part in path.strip("/").split("/") if part]
+    parts, query = split_target(target)
     try:
         return _route(app, method, parts, query, body)
     except RockletError as exc:

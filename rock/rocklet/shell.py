@@ -13,9 +13,7 @@ import contextlib
 import os
 import pty
 import re
-import secrets
 import select
-import shutil
 import signal
 import subprocess
 import threading
@@ -34,7 +32,11 @@ SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def find_shell(env: dict[str, str]) -> str:
     """bash when the image has it, else the POSIX sh every image has."""
-    return shutil.which("bash", path=env.get("PATH", os.defpath)) or "/bin/sh"
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", "bash")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return "/bin/sh"
 
 
 def session_argv(shell: str) -> list[str]:
@@ -184,7 +186,7 @@ class ShellSession:
 
     def _run_locked(self, cmd: str, timeout: float, max_output: int, raw: bool = False) -> dict[str, object]:
         assert self.proc is not None and self.proc.stdout is not None
-        nonce = secrets.token_hex(8)
+        nonce = os.urandom(8).hex()
         # The marker is split in the source so that `set -x` tracing of this line cannot forge it.
         script = (
             ("" if raw else f"eval {sh_quote(cmd)} </dev/null\n")
