@@ -6,6 +6,9 @@ file and the field at fault; loading goes on with the other tasks.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -240,6 +243,8 @@ def _load_terminal_bench(task_dir: Path) -> Task:
     dockerfile = _required_file(task_dir, "Dockerfile", "a Dockerfile for its environment")
     run_tests = _required_file(task_dir, "run-tests.sh", "run-tests.sh to run its tests")
     solution = task_dir / "solution.sh"
+    if not solution.is_file() and (task_dir / "solution.yaml").is_file():
+        solution = _script_from_solution_yaml(task_dir / "solution.yaml")
     return Task(
         id=task_dir.name,
         path=task_dir,
@@ -259,6 +264,20 @@ def _load_terminal_bench(task_dir: Path) -> Task:
         solution_files=[solution] if solution.is_file() else [],
         solution_command=f"bash {SOLUTION_MOUNT}/solution.sh" if solution.is_file() else None,
     )
+
+
+def _script_from_solution_yaml(path: Path) -> Path:
+    """Terminal-Bench's keystroke solution (a list of {command: ...}) as a shell script in a cache folder."""
+    try:
+        steps = yaml.safe_load(path.read_text())
+        commands = [str(step["command"]) for step in steps]
+    except (yaml.YAMLError, TypeError, KeyError) as exc:
+        raise _Malformed("solution.yaml", None, f"is not a list of {{command: ...}} steps ({exc})") from exc
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    script = Path(tempfile.gettempdir()) / f"rome-bench-solutions-{os.getuid()}" / digest / "solution.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text("\n".join(commands) + "\n")
+    return script
 
 
 # ---- discovery ------------------------------------------------------------------------------------------

@@ -191,3 +191,15 @@ def test_compose_only_environment_is_reported(tmp_path: Path) -> None:
     error = load_task(d)
     assert isinstance(error, TaskLoadError)
     assert error.file == "environment/docker-compose.yaml" and "not supported" in error.message
+
+
+def test_terminal_bench_keystroke_solution_becomes_a_script(tmp_path: Path) -> None:
+    d = tb_task(tmp_path)
+    (d / "solution.sh").unlink()
+    write(d / "solution.yaml", "- command: cd /app\n  block: true\n- command: echo done > out.txt\n")
+    task = load_task(d)
+    assert isinstance(task, Task) and task.solution_command == "bash /solution/solution.sh"
+    assert task.solution_files[0].read_text() == "cd /app\necho done > out.txt\n"
+    write(d / "solution.yaml", "just text\n")
+    error = load_task(d)
+    assert isinstance(error, TaskLoadError) and error.file == "solution.yaml"
