@@ -88,6 +88,10 @@ def ensure_runtime(home: Path | None = None) -> Path:
         python_part = root / f"python-{_python_key()}"
         if not (python_part / "STAMP").exists():
             _build_atomically(python_part, _build_python)
+            # Older Python parts only seed new builds; runtimes built from them hold hard links of their own.
+            for stale in root.glob("python-*"):
+                if stale != python_part:
+                    shutil.rmtree(stale, ignore_errors=True)
         _build_atomically(target, lambda dest: _build_rocklet(python_part, dest))
     return target
 
@@ -131,7 +135,10 @@ def _copy_shared_libraries(binaries: list[Path], lib: Path) -> Path:
     """Copy what `ldd` lists for each binary into `lib`; returns the dynamic loader's path on the host."""
     loader: Path | None = None
     for binary in binaries:
-        result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+        try:
+            result = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+        except FileNotFoundError:
+            raise RuntimeBuildError("ldd is not installed; install it (Debian: libc-bin) and retry") from None
         if "not found" in result.stdout:
             # An optional extension whose library this host lacks (say, curses): leave it out.
             if binary.suffix == ".so":

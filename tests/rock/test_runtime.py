@@ -39,6 +39,17 @@ def test_runtime_is_cached_and_holds_what_the_rocklet_needs(runtime: Path) -> No
     assert "client.py" not in shipped
 
 
+@pytest.mark.slow
+def test_fresh_build_links_the_python_part(tmp_path: Path) -> None:
+    built = ensure_runtime(home=tmp_path)
+    stamp = (built / "STAMP").stat().st_mtime_ns
+    assert ensure_runtime(home=tmp_path) == built
+    assert (built / "STAMP").stat().st_mtime_ns == stamp
+    (python_part,) = (tmp_path / "runtime").glob("python-*")
+    assert (built / "bin" / "python3").stat().st_ino == (python_part / "bin" / "python3").stat().st_ino
+    assert not list((tmp_path / "runtime").glob("*.partial"))
+
+
 def test_bundled_interpreter_runs_through_its_loader_with_an_empty_environment(runtime: Path) -> None:
     command = rocklet_container_command(mount=str(runtime))[:4]
     script = "import sys, ssl, json, pty, rock.rocklet.server; print(sys.prefix)"
