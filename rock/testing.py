@@ -66,38 +66,33 @@ class Process:
 class Fleet:
     """An admin (with its local worker unless `local_worker=False`) on a free port, state in `state_dir`."""
 
-    def __init__(self, state_dir: Path, worker_id: str, local_worker: bool = True) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        worker_id: str,
+        local_worker: bool = True,
+        host: str = "127.0.0.1",
+        api_key: str | None = None,
+    ) -> None:
         self.state_dir = state_dir
         self.worker_id = worker_id
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        args = [
-            "admin",
+        self.port = free_port(host)
+        self.url = f"http://{host}:{self.port}"
+        common = ["--host", host, "--log-level", "info"] + (["--api-key", api_key] if api_key else [])
+        admin = ["admin", "serve", "--port", str(self.port), "--state-dir", str(state_dir), *common]
+        admin += ["--worker-id", worker_id] if local_worker else ["--no-local-worker"]
+        self.admin = Process(admin, state_dir / "admin.log")
+        worker = [
+            "worker",
             "serve",
-            "--port",
-            str(self.port),
+            "--admin",
+            self.url,
+            "--id",
+            worker_id,
             "--state-dir",
-            str(state_dir),
-            "--log-level",
-            "info",
+            str(state_dir / "worker"),
         ]
-        args += ["--worker-id", worker_id] if local_worker else ["--no-local-worker"]
-        self.admin = Process(args, state_dir / "admin.log")
-        self.worker = Process(
-            [
-                "worker",
-                "serve",
-                "--admin",
-                self.url,
-                "--id",
-                worker_id,
-                "--state-dir",
-                str(state_dir / "worker"),
-                "--log-level",
-                "info",
-            ],
-            state_dir / "worker.log",
-        )
+        self.worker = Process([*worker, *common], state_dir / "worker.log")
 
     def wait_for_workers(self, count: int = 1, timeout: float = 240.0) -> None:
         deadline = time.monotonic() + timeout

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 import docker
-from rock.sdk.errors import CommandTimeout, SandboxFailed
+from rock.sdk.errors import CommandTimeout, SandboxFailed, Unauthorized
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
 from rock.sdk.types import FailureReason, SandboxState
 from rock.testing import Fleet, short_tmp
@@ -220,29 +220,34 @@ def test_killing_and_restarting_a_worker_leaves_no_orphan_container():
         fleet.remove_all_containers()
 
 
-def test_an_admin_beyond_127_0_0_1_from_the_cli():
-    fleet = Fleet(short_tmp("rock-e2e-a-"), "unused", local_worker=False)
-    refused = Fleet(short_tmp("rock-e2e-a-"), "unused", local_worker=False)
+def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
     key = "secret-key-" + uuid.uuid4().hex
-    fleet.admin.args += ["--host", "127.0.0.2", "--api-key", key]
-    fleet.url = fleet.url.replace("127.0.0.1", "127.0.0.2")
-    refused.admin.args += ["--host", "127.0.0.2"]
-    refused.admin.start()
+    fleet = Fleet(
+        short_tmp("rock-e2e-a-"),
+        f"e2e-a-{uuid.uuid4().hex[:6]}",
+        local_worker=False,
+        host="127.0.0.2",
+        api_key=key,
+    )
+    keyless = Fleet(short_tmp("rock-e2e-a-"), "unused", local_worker=False, host="127.0.0.2")
+    keyless.admin.start()
     fleet.admin.start()
+    fleet.worker.start()
     try:
-        assert refused.admin.proc is not None and refused.admin.proc.wait(timeout=60) == 2
-        assert "needs an API key" in refused.admin.log.read_text()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                response = httpx.get(f"{fleet.url}/v1/sandboxes", timeout=2)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        assert response.status_code == 401
-        assert httpx.get(f"{fleet.url}/v1/sandboxes", headers={"Authorization": f"Bearer {key}"}).json() == []
+        assert keyless.admin.proc is not None and keyless.admin.proc.wait(timeout=60) == 2
+        assert "needs an API key" in keyless.admin.log.read_text()
+        fleet.wait_for_workers()
+        assert httpx.get(f"{fleet.url}/v1/sandboxes").status_code == 401
+        with pytest.raises(Unauthorized):
+            Sandbox("busybox", admin_url=fleet.url, **SMALL)
+        workers = httpx.get(f"{fleet.url}/v1/workers", headers={"Authorization": f"Bearer {key}"}).json()
+        assert httpx.get(f"{workers[0]['url']}/v1/sandboxes").status_code == 401
+        with Sandbox("busybox", admin_url=fleet.url, api_key=key, **SMALL) as sandbox:
+            assert sandbox.run("echo keyed").output.strip() == "keyed"
     finally:
+        fleet.worker.stop()
         fleet.admin.stop()
+        fleet.remove_all_containers()
 
 
 def test_the_sandbox_cli(fleet: Fleet):
