@@ -232,12 +232,19 @@ async def test_forwarder_carries_tcp_to_a_unix_socket(client: RockletClient, tmp
         info = await client.start_forwarder(0, str(target))
         assert info.port > 0
         assert (await client.start_forwarder(info.port, str(target))).port == info.port
-        for _ in range(3):
+
+        async def roundtrip(payload: bytes) -> bytes:
             reader, writer = await asyncio.open_connection("127.0.0.1", info.port)
-            writer.write(b"hello model")
+            writer.write(payload)
             writer.write_eof()
-            assert await reader.read() == b"HELLO MODEL"
+            answer = await reader.read()
             writer.close()
+            return answer
+
+        big = bytes(range(97, 123)) * 100_000
+        answers = await asyncio.gather(roundtrip(b"hello model"), *(roundtrip(big) for _ in range(4)))
+        assert answers[0] == b"HELLO MODEL"
+        assert all(answer == big.upper() for answer in answers[1:])
         health = await client.health()
         assert health.forwarders[info.port] == str(target)
 
