@@ -173,6 +173,10 @@ class SampleBuffer:
             self._stopped = True
             self._changed.notify_all()
 
+    def in_flight(self, worker_id: str) -> int:
+        """Episodes a worker holds now."""
+        return len(self._leases.get(worker_id, {}))
+
     def ready_groups(self) -> int:
         return len(self._ready)
 

@@ -1,0 +1,166 @@
+"""The whole pipeline on Ray with the tiny model: short runs (sync and async), staleness bound, weight sync,
+a rollout worker killed mid-run, and resume after the driver is killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from roll.config import validate_config
+from roll.pipeline.config import TrainConfig
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_config(run_dir: Path, **overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": "tiny",
+        "output_dir": str(run_dir),
+        "steps": 2,
+        "async_ratio": 1,
+        "trainer": {"model": "builtin:tiny-qwen3-moe", "micro_batch_tokens": 2048, "optimizer": {"lr": 1e-2}},
+        "env": {"env_id": "game:GuessTheNumber-v0-easy", "max_turns": 3, "format_pattern": r"\\boxed\{"},
+        "rollout": {
+            "num_workers": 2,
+            "episodes_in_flight": 3,
+            "group_size": 2,
+            "groups_per_step": 2,
+            "sampling": {"max_new_tokens": 6},
+        },
+        "resources": {"trainer_cpus": 0.5, "engine_cpus": 0.5, "trainer_threads": 1, "engine_threads": 1},
+        "eval": {"episodes": 2, "sampling": {"max_new_tokens": 6}},
+    }
+    for key, value in overrides.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    return config
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({"async_ratio": 0, "engines": {"weight_sync": "finish"}}, id="sync"),
+        pytest.param(
+            {
+                "async_ratio": 1,
+                "engines": {"num_engines": 2, "weight_sync": "abort"},
+                "multiplex": {"enabled": True, "min_awake": 1},
+                "reward": {"normalization": "group"},
+            },
+            id="async-2-engines-multiplexed",
+        ),
+    ],
+)
+def test_short_run_through_the_whole_pipeline(ray_session: None, tmp_path: Path, overrides: dict) -> None:
+    from roll.pipeline.controller import train
+    from roll.plot import plot_run
+
+    config = validate_config(TrainConfig, tiny_config(tmp_path / "run", **overrides))
+    evals = train(config)
+    steps = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [s["step"] for s in steps] == [1, 2] and [s["version"] for s in steps] == [1, 2]
+    for record in steps:
+        assert record["episodes"] >= 2 and record["train/loss_tokens"] > 0
+        assert record["staleness_max"] <= config.async_ratio  # no trained chunk older than the bound
+        assert record["workers_lost"] == 0 and record["buffer/infra_failed"] == 0
+    if config.async_ratio == 0:
+        assert all(s["staleness_max"] == 0 and s["engines_slept"] == 0 for s in steps)
+    else:
+        assert any(s["staleness_max"] == 1 for s in steps)  # rollout ran ahead of training
+    assert [(e["label"], e["step"], e["episodes"]) for e in evals] == [("start", 0, 2), ("end", 2, 2)]
+    assert (tmp_path / "run" / "checkpoints" / "step_000002" / "pipeline.json").is_file()
+    assert any((tmp_path / "run" / "tensorboard").iterdir())
+    png = plot_run(tmp_path / "run")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A running pipeline whose env steps take 0.3 s, so episodes stay in flight long enough to kill."""
+    from roll.pipeline.cluster import Cluster
+
+    run_dir = tmp_path_factory.mktemp("cluster")
+    config = validate_config(TrainConfig, tiny_config(run_dir, env={"latency_s": 0.3}))
+    cluster = Cluster(config, config.trainer.model, step=0, next_group=0)
+    cluster.sync_weights()
+    yield cluster
+    cluster.shutdown()
+
+
+def test_weight_sync_reaches_every_engine_and_changes_outputs(cluster: Any) -> None:
+    import ray
+
+    from roll.engine.types import GenerateRequest, SamplingParams
+
+    probe = {"prompt_token_ids": [1, 2, 3, 4, 5], "params": SamplingParams(max_new_tokens=8, temperature=0.0)}
+    engine = cluster.engines.handles[0]
+    before = ray.get(engine.generate.remote(GenerateRequest(request_id="probe-0", **probe)))
+    cluster.train_step(cluster.next_batch(0))
+    assert cluster.sync_weights() == 1
+    cluster.set_step(1)
+    after = ray.get(engine.generate.remote(GenerateRequest(request_id="probe-1", **probe)))
+    assert (before.weight_version, after.weight_version) == (0, 1)
+    assert [s["weight_version"] for s in cluster.engines.stats()] == [1]
+    old, new = before.completions[0], after.completions[0]
+    assert (old.token_ids, old.logprobs) != (new.token_ids, new.logprobs)
+
+
+def test_killed_rollout_worker_is_replaced_and_its_episodes_resampled(cluster: Any) -> None:
+    import ray
+
+    victim = "w0"
+    deadline = time.monotonic() + 60
+    while ray.get(cluster.buffer.in_flight.remote(victim)) == 0:
+        assert time.monotonic() < deadline, "worker w0 never held an episode"
+        time.sleep(0.05)
+    ray.kill(cluster.workers[victim])
+    batch = cluster.next_batch(1)
+    assert len(batch) == 4
+    assert cluster.workers_lost == 1 and victim not in cluster.workers and len(cluster.workers) == 2
+    assert cluster.buffer_stats()["resampled_lost"] >= 1
+
+
+def test_resume_after_the_driver_is_killed(ray_session: None, tmp_path: Path) -> None:
+    import ray
+
+    from roll.pipeline.controller import train
+
+    run_dir = tmp_path / "run"
+    config = tiny_config(run_dir, steps=3, env={"latency_s": 0.2})
+    config_file = tmp_path / "tiny.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    address = ray.get_runtime_context().gcs_address
+    command = [sys.executable, "-m", "roll.cli", "train", str(config_file), f"ray.address={address}"]
+    with (tmp_path / "driver.log").open("w") as out:
+        driver = subprocess.Popen(command, stdout=out, stderr=out, start_new_session=True)
+    latest = run_dir / "checkpoints" / "latest"
+    deadline = time.monotonic() + 180
+    while not latest.is_file():
+        assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint within 180 s"
+        time.sleep(0.05)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    killed_at = int(latest.read_text().removeprefix("step_"))
+    assert killed_at < 3
+
+    train(validate_config(TrainConfig, {**config, "resume": True}))
+    steps = [s["step"] for s in read_jsonl(run_dir / "metrics.jsonl")]
+    assert steps == [1, 2, 3]
+    checkpoint = json.loads((run_dir / "checkpoints" / "step_000003" / "checkpoint.json").read_text())
+    assert checkpoint["step"] == 3
+    labels = [e["label"] for e in read_jsonl(run_dir / "eval.jsonl")]
+    assert labels == ["start", "end"]
