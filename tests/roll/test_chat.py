@@ -242,6 +242,8 @@ def test_forced_tool_call_parses_real_generated_text(smollm2: LoadedModel) -> No
         max_new_tokens=40,
         do_sample=False,
         eos_token_id=chat_stop_token_ids(tok),
+        stop_strings=prompt.stop,
+        tokenizer=tok,
     )
     generated = out[0, len(prompt.token_ids) :].tolist()
     parsed = prompt.parse_output(tok.decode(generated, skip_special_tokens=True), generated)
