@@ -71,8 +71,13 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 || fail "dockerd did not answer within 60 s; read .ale/dockerd.log."
 fi
 
-step "debootstrap and busybox-static (for the local base images)"
-command -v debootstrap >/dev/null 2>&1 && [ -x /bin/busybox ] || apt_install debootstrap busybox-static
+step "System tools: debootstrap and busybox-static (local base images), tmux and ripgrep (iflow)"
+missing=()
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+[ -x /bin/busybox ] || missing+=(busybox-static)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
+[ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 
 step "Local base images (rock image bootstrap)"
 "$VENV/bin/rock" image bootstrap
