@@ -36,7 +36,11 @@ To call a function, answer with a JSON object of its name and arguments inside <
 
 
 class ChatTemplateError(ValueError):
-    """Messages or tools that cannot be rendered; the message says which field is wrong."""
+    """Messages or tools that cannot be rendered: the message says what is wrong, `param` names the field."""
+
+    def __init__(self, message: str, *, param: str = "messages") -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class FunctionSpec(BaseModel):
@@ -107,11 +111,12 @@ def validate_tools(tools: list[dict[str, Any]] | None) -> list[ToolSpec]:
         except ValidationError as error:
             raise ChatTemplateError(
                 f"tools[{index}] is not a valid tool: {_first_error(error)}. Expected "
-                '{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}.'
+                '{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}.',
+                param="tools",
             ) from error
     names = [spec.function.name for spec in specs]
     if len(set(names)) != len(names):
-        raise ChatTemplateError(f"tool names must be unique, got {names}.")
+        raise ChatTemplateError(f"tool names must be unique, got {names}.", param="tools")
     return specs
 
 
@@ -172,18 +177,24 @@ def _validate_tool_choice(tool_choice: ToolChoice | dict[str, Any], specs: list[
         except ValidationError as error:
             raise ChatTemplateError(
                 f"tool_choice is not valid: {_first_error(error)}. Use 'none', 'auto', 'required' or "
-                '{"type": "function", "function": {"name": ...}}.'
+                '{"type": "function", "function": {"name": ...}}.',
+                param="tool_choice",
             ) from error
     if isinstance(tool_choice, NamedToolChoice):
         names = [spec.function.name for spec in specs]
         if tool_choice.function.name not in names:
             raise ChatTemplateError(
-                f"tool_choice names {tool_choice.function.name!r}, which is not among the tools {names}."
+                f"tool_choice names {tool_choice.function.name!r}, which is not among the tools {names}.",
+                param="tool_choice",
             )
     elif tool_choice not in ("none", "auto", "required"):
-        raise ChatTemplateError(f"tool_choice {tool_choice!r} is not one of 'none', 'auto', 'required'.")
+        raise ChatTemplateError(
+            f"tool_choice {tool_choice!r} is not one of 'none', 'auto', 'required'.", param="tool_choice"
+        )
     elif tool_choice == "required" and not specs:
-        raise ChatTemplateError("tool_choice 'required' needs at least one tool in `tools`.")
+        raise ChatTemplateError(
+            "tool_choice 'required' needs at least one tool in `tools`.", param="tool_choice"
+        )
     return tool_choice
 
 

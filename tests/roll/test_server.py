@@ -264,9 +264,9 @@ def test_text_completions_take_text_or_token_ids(tiny_moe: LoadedModel, tiny_moe
         (
             {"tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}},
             400,
-            "tools",
+            "tool_choice",
         ),
-        ({"tool_choice": "required"}, 400, "tools"),
+        ({"tool_choice": "required"}, 400, "tool_choice"),
         ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "messages"),
         ({"temperature": 5}, 400, "temperature"),
         ({"n": 0}, 400, "n"),

@@ -50,8 +50,7 @@ def _render(state: ServerState, body: ChatCompletionRequest) -> ChatPrompt:
     try:
         return render_chat(state.tokenizer, body.messages, body.tools, tool_choice)
     except ChatTemplateError as error:
-        param = "tools" if str(error).startswith("tool") else "messages"
-        raise APIError(str(error), param=param, code="invalid_value") from error
+        raise APIError(str(error), param=error.param, code="invalid_value") from error
 
 
 async def _complete(
