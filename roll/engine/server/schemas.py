@@ -55,9 +55,8 @@ class SamplingFields(BaseModel):
         return self
 
     def stop_strings(self) -> list[str]:
-        if self.stop is None:
-            return []
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+        stops = [self.stop] if isinstance(self.stop, str) else self.stop or []
+        return [stop for stop in stops if stop]  # an empty stop string would match everywhere
 
 
 class ChatCompletionRequest(SamplingFields):
