@@ -67,6 +67,9 @@ def terminal_pro(
     concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 1,
     task_id: Annotated[list[str] | None, typer.Option(help="Run only these task ids (repeatable).")] = None,
     output: Annotated[Path | None, typer.Option(help="Run folder; an existing one is resumed.")] = None,
+    timeout_multiplier: Annotated[
+        float, typer.Option(min=0.01, help="Scale every task's agent and verifier timeouts.")
+    ] = 1.0,
     sandbox: Annotated[
         str, typer.Option(help="rock (a private local fleet, or --admin-url) | docker")
     ] = "rock",
@@ -87,9 +90,19 @@ def terminal_pro(
         console.print(f"[red]error:[/red] unknown agent {agent!r}; choose one of {', '.join(AGENT_NAMES)}")
         raise typer.Exit(2)
     suite = _load(tasks, task_id)
+    run_tasks = [
+        t.model_copy(
+            update={
+                "agent_timeout_sec": t.agent_timeout_sec * timeout_multiplier,
+                "verifier_timeout_sec": t.verifier_timeout_sec * timeout_multiplier,
+            }
+        )
+        for t in suite.tasks
+    ]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     output = output or Path("runs") / f"terminal-pro-{agent}-{stamp}"
     config = {"tasks": str(tasks.resolve()), "agent": agent, "model": model, "n_attempts": n_attempts}
+    config["timeout_multiplier"] = timeout_multiplier
     previous = output / "run.json"
     if previous.is_file():
         old = json.loads(previous.read_text())
@@ -104,7 +117,7 @@ def terminal_pro(
     progress = _Progress(len(suite.tasks) * n_attempts, "terminal-pro:")
     with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
         trials = run_trials(
-            suite.tasks, agent, output, n_attempts, concurrency, model, provider, on_trial=progress
+            run_tasks, agent, output, n_attempts, concurrency, model, provider, on_trial=progress
         )
     summary = write_report(
         output, trials, f"rome-bench terminal-pro: {agent}" + (f" ({model})" if model else "")
