@@ -97,15 +97,14 @@ def _rootfs_tarball(report: Reporter, force: bool) -> Path:
     report.step(step)
     if shutil.which("debootstrap") is None:
         raise BootstrapError(step, "debootstrap is not installed", "apt-get install -y debootstrap")
-    if os.geteuid() != 0:
-        raise BootstrapError(step, "debootstrap needs root", "run `sudo .venv/bin/rock image bootstrap`")
+    root = _root_prefix(step)
     target = _images_dir() / "rootfs.partial"
-    _remove_tree(target)
+    _remove_tree(target, root)
     log_path = _images_dir() / "debootstrap.log"
     tail: list[str] = []
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            ["debootstrap", "--variant=minbase", SUITE, str(target)],
+            [*root, "debootstrap", "--variant=minbase", SUITE, str(target)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -117,20 +116,21 @@ def _rootfs_tarball(report: Reporter, force: bool) -> Path:
             report.line(line.rstrip())
         code = proc.wait()
     if code != 0:
-        _remove_tree(target)
+        _remove_tree(target, root)
         raise BootstrapError(
             step,
             f"debootstrap exited with status {code}:\n" + "\n".join(tail),
-            f"check that this machine reaches the Debian mirror and has ~500 MB free; full log: {log_path}",
+            f"check that this machine reaches the Debian mirror, that {_images_dir()} has ~500 MB free on a "
+            f"filesystem that allows devices and executables; full log: {log_path}",
         )
     report.line("packing the rootfs into a tarball")
     partial = tarball.with_suffix(".tar.partial")
     result = subprocess.run(
-        ["tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), "."],
+        [*root, "tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), "."],
         capture_output=True,
         text=True,
     )
-    _remove_tree(target)
+    _remove_tree(target, root)
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
         raise BootstrapError(
@@ -141,7 +141,20 @@ def _rootfs_tarball(report: Reporter, force: bool) -> Path:
     return tarball
 
 
-def _remove_tree(path: Path) -> None:
+def _root_prefix(step: str) -> list[str]:
+    """debootstrap needs root: nothing to add as root, `sudo -n` where it needs no password."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ["sudo", "-n"]
+    raise BootstrapError(
+        step,
+        "debootstrap needs root, and sudo asks for a password",
+        "run `sudo .venv/bin/rock image bootstrap`",
+    )
+
+
+def _remove_tree(path: Path, root: list[str]) -> None:
     """Remove a debootstrap target, unmounting first whatever an interrupted run left mounted inside it."""
     if not path.exists():
         return
@@ -149,8 +162,8 @@ def _remove_tree(path: Path) -> None:
     with open("/proc/mounts") as mounts:
         inside = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
     for mount_point in sorted(inside, reverse=True):
-        subprocess.run(["umount", "-l", mount_point], capture_output=True)
-    shutil.rmtree(path, ignore_errors=True)
+        subprocess.run([*root, "umount", "-l", mount_point], capture_output=True)
+    subprocess.run([*root, "rm", "-rf", "--one-file-system", str(path)], capture_output=True)
 
 
 def _import_rootfs(client: Any, tarball: Path, report: Reporter) -> None:
