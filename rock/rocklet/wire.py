@@ -14,9 +14,15 @@ Response = tuple[int, str, bytes]
 Dispatch = Callable[[str, str, bytes], Response]
 
 MAX_LINE = 65536
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict", 422: "Unprocessable Entity"}
-
-
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    409: "Conflict",
+    422: "Unprocessable Entity",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 PERCENT_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
 
 

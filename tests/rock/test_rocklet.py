@@ -15,6 +15,7 @@ import pytest
 from rock.rocklet.client import RockletClient
 from rock.rocklet.errors import (
     BadRequest,
+    ForwarderError,
     RemoteFileError,
     RemoteFileNotFound,
     RockletUnavailable,
@@ -247,6 +248,18 @@ async def test_forwarder_carries_tcp_to_a_unix_socket(client: RockletClient, tmp
         assert all(answer == big.upper() for answer in answers[1:])
         health = await client.health()
         assert health.forwarders[info.port] == str(target)
+        with pytest.raises(ForwarderError, match="already forwards"):
+            await client.start_forwarder(info.port, str(tmp_path / "other.sock"))
+
+    busy = await asyncio.start_server(shout, "127.0.0.1", 0)
+    async with busy:
+        busy_port = busy.sockets[0].getsockname()[1]
+        with pytest.raises(ForwarderError, match="cannot listen"):
+            await client.start_forwarder(busy_port, str(target))
+    dangling = await client.start_forwarder(0, str(tmp_path / "nobody-listens.sock"))
+    reader, writer = await asyncio.open_connection("127.0.0.1", dangling.port)
+    assert await reader.read() == b""
+    writer.close()
 
 
 async def test_unreachable_socket_is_a_typed_error(tmp_path: Path) -> None:
