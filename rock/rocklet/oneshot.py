@@ -1,13 +1,12 @@
 """One-shot exec: a fresh process per call, with the same timeout and output cap as sessions."""
 
 import os
-import select
 import subprocess
 import time
 
 from rock.rocklet.errors import BadRequest
 from rock.rocklet.output import CappedOutput, observation
-from rock.rocklet.procs import enlarge_pipe, kill_session, reap, spawn
+from rock.rocklet.procs import enlarge_pipe, kill_session, readable, reap, spawn
 from rock.rocklet.shell import KILL_GRACE, READ_SIZE, find_shell
 
 
@@ -52,7 +51,7 @@ def run_once(
             kill_session(proc.pid)
             deadline = time.monotonic() + KILL_GRACE
             continue
-        if not select.select([fd], [], [], wait)[0]:
+        if not readable(fd, wait):
             continue
         data = os.read(fd, READ_SIZE)
         if not data:

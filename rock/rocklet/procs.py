@@ -8,6 +8,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -63,6 +64,13 @@ def kill_session(sid: int, spare: Collection[int] = (), rounds: int = 50) -> Non
         stopped = {pid for pid in session_members(sid) if pid not in spare}
         if not stopped:
             return
+
+
+def readable(fd: int, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for data or end of file on `fd` (poll: no limit on fd numbers)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 def enlarge_pipe(fd: int, size: int = 1 << 20) -> None:

@@ -13,7 +13,6 @@ import contextlib
 import os
 import pty
 import re
-import select
 import signal
 import subprocess
 import threading
@@ -21,7 +20,7 @@ import time
 
 from rock.rocklet.errors import BadRequest, RockletError, ShellUnavailable
 from rock.rocklet.output import CappedOutput, observation
-from rock.rocklet.procs import enlarge_pipe, kill_session, reap, session_members, spawn
+from rock.rocklet.procs import enlarge_pipe, kill_session, readable, reap, session_members, spawn
 
 STARTUP_TIMEOUT = 10.0
 INTERRUPT_GRACE = 1.0
@@ -222,7 +221,7 @@ class ShellSession:
                     self._stop_shell()
                     break
                 continue
-            if not select.select([fd], [], [], wait)[0]:
+            if not readable(fd, wait):
                 continue
             data = os.read(fd, READ_SIZE)
             if not data:
