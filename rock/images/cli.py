@@ -97,7 +97,7 @@ def list_images() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rock.images.aliases import aliases_file, load_aliases
+    from rock.images.aliases import BASE_IMAGES, aliases_file, load_aliases
     from rock.images.build import docker_client
     from rock.images.errors import ImageError
 
@@ -118,6 +118,12 @@ def list_images() -> None:
                 image_tag, image.short_id.split(":")[-1], size, image.attrs.get("Created", "")[:19]
             )
     console.print(images)
+    present = {tag for image in client.images.list(name="ale/*") for tag in image.tags}
+    missing = [name for name in BASE_IMAGES if name not in present]
+    if missing:
+        console.print(
+            f"[yellow]missing base images: {', '.join(missing)}; run `rock image bootstrap`[/yellow]"
+        )
     aliases = Table(title=f"aliases (override in {aliases_file()})")
     aliases.add_column("public name")
     aliases.add_column("local image")
