@@ -84,6 +84,7 @@ def list_(
     api_key: ApiKey = None,
 ) -> None:
     """List sandboxes as a table."""
+    import sys
     from datetime import UTC, datetime
 
     from rich.console import Console
@@ -94,7 +95,10 @@ def list_(
     infos = _send(calls.list_all(all_), admin_url, api_key)
     table = Table(title=f"{len(infos)} sandbox(es)")
     for column in ("id", "state", "image", "cpus", "memory", "worker", "age", "detail"):
-        table.add_column(column)
+        # Ids and states never wrap, so they can be copied and grepped; the detail gives way instead.
+        table.add_column(
+            column, no_wrap=column != "detail", overflow="fold" if column == "detail" else "ellipsis"
+        )
     colors = {"running": "green", "pending": "yellow", "failed": "red"}
     now = datetime.now(UTC)
     for info in infos:
@@ -109,7 +113,8 @@ def list_(
             f"{(now - info.created_at).total_seconds():.0f}s",
             (info.detail or "")[:60],
         )
-    Console().print(table)
+    # Piped output (scripts, grep) gets a wide table rather than one squeezed to 80 columns.
+    Console(width=None if sys.stdout.isatty() else 240).print(table)
 
 
 @app.command("exec")
