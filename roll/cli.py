@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from roll.pipeline.cli import plot, train
+from roll.sft.cli import sft
 
 app = typer.Typer(
     name="roll", help="ROLL: RL training for agents, and its inference server.", no_args_is_help=True
@@ -48,8 +49,10 @@ def serve(
     uvicorn.run(create_app(engine, loaded), host=host, port=port, log_level="info")
 
 
+# These modules import only typer at the top, so `roll --help` stays instant.
 app.command("train")(train)
 app.command("plot")(plot)
+app.command("sft")(sft)
 
 
 if __name__ == "__main__":
