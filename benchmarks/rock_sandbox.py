@@ -19,6 +19,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
+
 from rock.images import resolve_image
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
 from rock.testing import Fleet, short_tmp
@@ -150,8 +151,7 @@ def main() -> None:
                 sandbox.run("echo hi")
                 rock_rt.append(time.perf_counter() - began)
     finally:
-        fleet.admin.stop()
-        fleet.remove_all_containers()
+        fleet.close()
         for container in client.containers.list(all=True, filters={"label": f"rock.benchmark={label}"}):
             container.remove(force=True)
 

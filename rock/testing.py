@@ -4,6 +4,7 @@ loopback ports, each in its own process group with its log in the state folder."
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,9 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 import docker
+import httpx
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -115,6 +115,13 @@ class Fleet:
             return {c["Labels"]["rock.sandbox"] for c in found}
         finally:
             client.close()
+
+    def close(self) -> None:
+        """Stop the processes, remove every container this fleet's worker labelled, and the state folder."""
+        self.worker.stop()
+        self.admin.stop()
+        self.remove_all_containers()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def remove_all_containers(self) -> None:
         client = docker.from_env()

@@ -22,9 +22,8 @@ LineSink = Callable[[str], None]
 
 
 def docker_client() -> Any:
-    from docker.errors import DockerException
-
     import docker
+    from docker.errors import DockerException
 
     try:
         client = docker.from_env(timeout=900)

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import docker
 import docker.errors
 
-import docker
 from rock.sdk.types import SandboxSpec, WorkerSandbox
 
 LABEL_WORKER = "rock.worker"

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import docker
 import docker.errors
 import httpx
 
-import docker
 from rock.rocklet.client import RockletClient
 from rock.rocklet.errors import RockletError, RockletUnavailable
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound

@@ -13,10 +13,10 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import docker
 import httpx
 import pytest
 
-import docker
 from rock.sdk.errors import CommandTimeout, SandboxFailed, Unauthorized
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
 from rock.sdk.types import FailureReason, SandboxState
@@ -49,8 +49,7 @@ def fleet() -> Iterator[Fleet]:
         fleet.wait_for_workers()
         yield fleet
     finally:
-        fleet.admin.stop()
-        fleet.remove_all_containers()
+        fleet.close()
 
 
 @pytest.mark.slow
@@ -215,9 +214,7 @@ def test_killing_and_restarting_a_worker_leaves_no_orphan_container():
         kept.close()
         assert fleet.containers() == set()
     finally:
-        fleet.worker.stop()
-        fleet.admin.stop()
-        fleet.remove_all_containers()
+        fleet.close()
 
 
 def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
@@ -236,6 +233,7 @@ def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
     try:
         assert keyless.admin.proc is not None and keyless.admin.proc.wait(timeout=60) == 2
         assert "needs an API key" in keyless.admin.log.read_text()
+        keyless.close()
         fleet.wait_for_workers()
         assert httpx.get(f"{fleet.url}/v1/sandboxes").status_code == 401
         with pytest.raises(Unauthorized):
@@ -245,9 +243,7 @@ def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
         with Sandbox("busybox", admin_url=fleet.url, api_key=key, **SMALL) as sandbox:
             assert sandbox.run("echo keyed").output.strip() == "keyed"
     finally:
-        fleet.worker.stop()
-        fleet.admin.stop()
-        fleet.remove_all_containers()
+        fleet.close()
 
 
 def test_the_sandbox_cli(fleet: Fleet):
