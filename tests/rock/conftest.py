@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -25,3 +26,4 @@ def admin_factory() -> Iterator:
     yield start
     for admin in started:
         admin.__exit__()
+        shutil.rmtree(admin.config.state_dir, ignore_errors=True)
