@@ -163,8 +163,12 @@ def render_chat(
 
 def chat_stop_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Ids that end an assistant turn in chat: the eos and the template's end-of-turn tokens."""
-    vocab = tokenizer.get_vocab()
-    ids = [vocab[token] for token in END_OF_TURN_TOKENS if token in vocab]
+    ids = []
+    for token in END_OF_TURN_TOKENS:
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        # Unknown tokens map to the unk id; the round trip tells them apart without building the whole vocab.
+        if isinstance(token_id, int) and tokenizer.convert_ids_to_tokens(token_id) == token:
+            ids.append(token_id)
     if tokenizer.eos_token_id is not None:
         ids.append(tokenizer.eos_token_id)
     return sorted(set(ids))

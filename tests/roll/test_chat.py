@@ -38,6 +38,8 @@ def test_without_tools_the_model_template_renders_unchanged(smollm2: LoadedModel
     assert prompt.text.endswith("<|im_start|>assistant\n")
     assert not prompt.parse_tool_calls
     assert tok.decode(prompt.token_ids) == prompt.text
+    vocab = tok.get_vocab()
+    assert chat_stop_token_ids(tok) == sorted({vocab["<|im_end|>"], vocab["<|endoftext|>"], tok.eos_token_id})
 
 
 def test_tools_and_tool_turns_render_into_a_template_without_tool_support(smollm2: LoadedModel) -> None:
