@@ -128,8 +128,10 @@ class Admin:
         return info
 
     def _fail(self, info: SandboxInfo, reason: FailureReason, detail: str) -> SandboxInfo:
-        if info.state not in LIVE:
+        current = self._live.get(info.id)
+        if current is None:  # already stopped, failed or deleted: the first outcome stands
             return info
+        info = current
         log.warning("sandbox %s failed (%s): %s", info.id, reason.value, detail)
         self.metrics.failures.labels(reason.value).inc()
         failed = self._save(advance(info, S.FAILED, reason=reason, detail=detail))
@@ -191,9 +193,12 @@ class Admin:
             self.metrics.creates.labels("failed").inc()
             raise SandboxFailed(exc.message, FailureReason.START_ERROR) from exc
         current = self._live.get(sandbox_id)
-        if current is None or current.state is not S.PENDING:  # deleted or failed while starting
+        if current is None:  # deleted, or failed (its worker lost, say) while it started
+            row = self.store.get(sandbox_id)
+            final = row[0] if row else info
             raise SandboxFailed(
-                f"sandbox {sandbox_id} was stopped while it started", FailureReason.START_ERROR
+                f"sandbox {sandbox_id} ended while it started ({final.state.value}): {final.detail}",
+                final.failure_reason or FailureReason.START_ERROR,
             )
         started = datetime.now(UTC)
         info = advance(
@@ -332,7 +337,8 @@ class Admin:
                 self._fail(
                     info,
                     FailureReason.WORKER_LOST,
-                    f"worker {beat.worker_id} restarted without this sandbox's container",
+                    f"its container is gone from worker {beat.worker_id} (removed outside ROCK, or the "
+                    "worker restarted without it)",
                 )
         return HeartbeatReply(remove=[sid for sid in reported if sid not in self._live])
 
