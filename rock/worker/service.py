@@ -107,14 +107,17 @@ class WorkerService:
         self._heartbeat_pool.shutdown(wait=False, cancel_futures=True)
 
     async def reconcile(self) -> None:
-        """Adopt this worker's running containers whose rocklet answers; remove the others' leftovers.
+        """Adopt this worker's running containers whose rocklet answers; remove the rest.
 
-        Stopped containers stay until the next heartbeat reports them (so an OOM-kill is not lost), and the
-        admin's reply has them removed.
+        Containers that never started, or whose rocklet is silent, go at once. Stopped ones stay until the
+        next heartbeat reports them (so an OOM-kill is not lost), and the admin's reply has them removed.
         """
         found = await self._blocking(containers.labelled, self.docker, self.config.id)
         for sandbox_id, container_id, state in found:
             socket = self.config.run_dir / sandbox_id / "rocklet.sock"
+            if state == "created":  # the worker died between creating and starting it
+                await self._remove(sandbox_id)
+                continue
             if state != "running":
                 continue
             client = RockletClient(socket)
