@@ -57,7 +57,9 @@ async def serve_worker(config: WorkerConfig, log_level: str = "warning") -> None
     if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key:
         raise ValueError(f"binding {config.host} needs --api-key (the key it registers with at the admin)")
     if config.host in ("0.0.0.0", "::") and not config.advertise_url:
-        raise ValueError(f"binding {config.host} needs --advertise-url: the URL the admin can reach this worker on")
+        raise ValueError(
+            f"binding {config.host} needs --advertise-url: the URL the admin can reach this worker on"
+        )
     sock = bind(config.host, config.port)
     port = sock.getsockname()[1]
     worker = WorkerService(config)
