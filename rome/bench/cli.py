@@ -11,6 +11,16 @@ import typer
 
 app = typer.Typer(help="ROME bench: terminal tasks graded by their own tests.", no_args_is_help=True)
 
+
+@app.callback()
+def _exit_cleanly_on_sigterm() -> None:
+    """SIGTERM (from `timeout`, a scheduler) unwinds like Ctrl-C, so sandboxes and the private fleet stop."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 DEFAULT_TASKS = Path(__file__).resolve().parent.parent / "tasks" / "terminal-pro"
 
 

@@ -9,6 +9,7 @@ runs them as uid 0, still with every capability dropped, no-new-privileges and n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,15 +46,17 @@ class LocalFleet:
     def __enter__(self) -> LocalFleet:
         import httpx
 
-        args = [sys.executable, "-m", "rome.bench.fleet", "--port", str(self.port)]
-        args += [
-            "--state-dir",
-            str(self.state_dir),
-            "--worker-id",
-            self.worker_id,
+        args = [
+            sys.executable,
+            "-m",
+            "rome.bench.fleet",
+            "--port",
+            str(self.port),
             "--slots",
             str(self.slots),
         ]
+        args += ["--state-dir", str(self.state_dir), "--worker-id", self.worker_id]
+        args += ["--parent-pid", str(os.getpid())]
         with self.log.open("ab") as out:
             self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
@@ -82,14 +86,31 @@ class LocalFleet:
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def _remove_containers(self) -> None:
-        import docker
+        remove_containers(self.worker_id)
 
-        client = docker.from_env()
-        try:
-            for c in client.api.containers(all=True, filters={"label": f"rock.worker={self.worker_id}"}):
+
+def remove_containers(worker_id: str) -> None:
+    import docker
+    import docker.errors
+
+    client = docker.from_env()
+    try:
+        for c in client.api.containers(all=True, filters={"label": f"rock.worker={worker_id}"}):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 client.api.remove_container(c["Id"], force=True)
-        finally:
-            client.close()
+    finally:
+        client.close()
+
+
+def _stop_when_orphaned(parent_pid: int) -> None:
+    """The fleet belongs to one rome-bench process: if that dies without stopping it, stop anyway."""
+    while True:
+        time.sleep(2)
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
 
 
 def main() -> None:
@@ -105,11 +126,16 @@ def main() -> None:
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--slots", type=int, default=64)
+    parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args()
+    threading.Thread(target=_stop_when_orphaned, args=(args.parent_pid,), daemon=True).start()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     worker = WorkerConfig(id=args.worker_id, state_dir=args.state_dir, slots=args.slots, uid=SANDBOX_UID)
     config = AdminConfig(port=args.port, state_dir=args.state_dir, local_worker=worker)
-    asyncio.run(serve_admin(config, log_level="warning"))
+    try:
+        asyncio.run(serve_admin(config, log_level="warning"))
+    finally:
+        remove_containers(args.worker_id)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from rome.bench.sandbox import TrialSandbox
 from rome.bench.tasks import Task
 
 LOG_CAP = 200_000
+DEADLINE_GRACE_SEC = 5.0
 
 
 def resolve_endpoint(model: str | None) -> tuple[str | None, str | None]:
@@ -100,11 +102,29 @@ class IflowAgent:
         config = AgentConfig(approval_mode=ApprovalMode.YOLO, context=settings.context, max_time_s=timeout)
         parts = AgentParts(settings, options, llm, executor, TodoStore(executor.workdir), config)
         agent = build_agent(parts, events=recorder)
-        try:
-            result = agent.run(task.instruction)
-        finally:
-            agent.close()
-            llm.close()
+        # iFlow checks its time limit between model calls; one long generation can overrun it, so the trial
+        # enforces the deadline itself: past it the loop is abandoned, its LLM client and shell closed.
+        outcome: list[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append(agent.run(task.instruction))
+            except (
+                Exception
+            ) as exc:  # after the deadline this is the abandoned loop failing on closed clients
+                outcome.append(exc)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        runner.join(timeout + DEADLINE_GRACE_SEC)
+        timed_out = runner.is_alive()
+        agent.close()
+        llm.close()
+        if timed_out:
+            return AgentOutcome(timed_out=True, log=recorder.text(), commands=recorder.commands)
+        result = outcome[0]
+        if isinstance(result, Exception):
+            raise result
         log = (
             recorder.text()
             + f"\n[iflow] {result.termination.value}: {result.rounds} rounds, "
