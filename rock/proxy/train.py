@@ -1,0 +1,106 @@
+"""Train mode: iflow's context handling, the engine server with token ids, one chunk per call."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from iflow.context import CharEstimateCounter, apply_summary, prepare
+from iflow.types import ContextState
+from rock.proxy.episodes import Episode, EpisodeStore
+from rock.proxy.errors import ProxyError
+from rock.proxy.types import RecordedChunk
+from rock.proxy.upstream import Upstream
+from roll.types import Chunk
+
+# Fields of the agent's request that reach the engine; others (stream, n, logprobs) are the proxy's.
+TOOL_FIELDS = ("tools", "tool_choice")
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+)
+TOKEN_FIELDS = ("token_ids", "token_logprobs", "weight_version")
+
+
+class TrainMode:
+    """Answers an episode's chat requests through the engine and records each as a `Chunk`.
+
+    The counter is iflow's default (`CharEstimateCounter`), the one the agent uses, so compression
+    thresholds fall on the same messages as in the agent.
+    """
+
+    def __init__(self, engine: Upstream, store: EpisodeStore) -> None:
+        self.engine = engine
+        self.store = store
+        self.counter = CharEstimateCounter()
+
+    async def complete(self, body: dict[str, Any], episode: Episode) -> dict[str, Any]:
+        if body.get("n", 1) != 1:
+            raise ProxyError("train mode answers n=1 only (one chunk per call); omit n", code="invalid_value")
+        started = time.perf_counter()
+        sampling = {key: body[key] for key in SAMPLING_FIELDS if body.get(key) is not None}
+        messages, summarized = await self._context(body["messages"], episode, sampling)
+        request = sampling | {key: body[key] for key in TOOL_FIELDS if body.get(key) is not None}
+        request |= {"model": await self.engine.model(), "messages": messages, "return_token_ids": True}
+        response = await self.engine.post_json("/chat/completions", request)
+        choice = response["choices"][0]
+        if not choice.get("token_ids"):
+            raise ProxyError(
+                "the engine produced no tokens for this call; raise max_tokens",
+                status=502,
+                code="empty_completion",
+            )
+        chunk = Chunk(
+            context_ids=response["prompt_token_ids"],
+            output_ids=choice["token_ids"],
+            output_logprobs=choice["token_logprobs"],
+            weight_version=int(response.get("weight_version", 0)),
+        )
+        self.store.add(
+            episode,
+            RecordedChunk(
+                chunk=chunk,
+                messages=messages,
+                tools=body.get("tools"),
+                finish_reason=choice.get("finish_reason"),
+                latency_s=time.perf_counter() - started,
+                summarized=summarized,
+            ),
+        )
+        return _openai_answer(response)
+
+    async def _context(
+        self, messages: list[dict[str, Any]], episode: Episode, sampling: dict[str, Any]
+    ) -> tuple[list[Any], bool]:
+        """What iflow would send for this history: `prepare`, then a summary (sampled like the call) when it
+        asks for one."""
+        prepared = prepare(messages, episode.state, episode.context, counter=self.counter)
+        episode.state = prepared.state
+        request = prepared.summary_request
+        if request is None:
+            return list(prepared.messages), False
+        reply = await self.engine.post_json(
+            "/chat/completions",
+            sampling | {"model": await self.engine.model(), "messages": list(request.messages)},
+        )
+        summary = reply["choices"][0]["message"].get("content") or ""
+        if not summary.strip():
+            return list(prepared.messages), False  # as the agent does: keep the full history
+        history, _ = apply_summary(request, summary, episode.context, self.counter)
+        episode.state = ContextState()
+        return list(history), True
+
+
+def _openai_answer(response: dict[str, Any]) -> dict[str, Any]:
+    """The engine's answer without ROLL's token extension, as any OpenAI client expects it."""
+    answer = {key: value for key, value in response.items() if key not in ("prompt_token_ids", *TOKEN_FIELDS)}
+    answer["choices"] = [
+        {key: value for key, value in choice.items() if key not in TOKEN_FIELDS}
+        for choice in response["choices"]
+    ]
+    return answer

@@ -1,0 +1,90 @@
+"""Configuration and wire types of the ModelProxyService, shared by the service and its client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from roll.types import Chunk
+
+ProxyMode = Literal["train", "deploy", "replay"]
+
+EPISODE_HEADER = "x-rock-episode"
+SANDBOX_HEADER = "x-rock-sandbox"
+
+
+class ProxyConfig(BaseModel):
+    """How the proxy answers: which mode, which upstream, where recordings go."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: ProxyMode = Field("train", description="train (engine + chunks), deploy (upstream API), replay")
+    upstream_url: str | None = Field(
+        None, description="OpenAI-compatible base URL ending in /v1: the engine (train) or the API (deploy)"
+    )
+    api_key: str | None = Field(None, description="Bearer key sent upstream (deploy)")
+    model: str | None = Field(
+        None,
+        description="Model name sent upstream; None keeps the agent's (deploy) "
+        "or asks the engine's /v1/models (train)",
+    )
+    record_path: Path | None = Field(None, description="JSONL file each deploy call is appended to")
+    replay_path: Path | None = Field(None, description="JSONL recording answered from, in order (replay)")
+    max_retries: int = Field(4, ge=0, description="Retries of a 429/5xx or unreachable upstream (deploy)")
+    backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles each retry")
+    timeout_s: float = Field(600.0, gt=0, description="Read timeout of one upstream call")
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> ProxyConfig:
+        if self.mode in ("train", "deploy") and not self.upstream_url:
+            raise ValueError(
+                f"mode {self.mode!r} needs upstream_url (the engine's or the API's /v1 base URL)"
+            )
+        if self.mode == "replay" and self.replay_path is None:
+            raise ValueError("mode 'replay' needs replay_path (a JSONL recording made in deploy mode)")
+        return self
+
+
+class EpisodeOpen(BaseModel):
+    """Open an episode; the agent's `context` settings make the proxy's thresholds match the agent's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str | None = Field(None, description="None: the proxy picks one")
+    sandbox_id: str | None = Field(None, description="Requests from this sandbox's socket belong to it")
+    context: dict[str, Any] = Field(default_factory=dict, description="iflow ContextConfig (settings keys)")
+
+
+class RecordedChunk(BaseModel):
+    """One model call of an episode (train mode): the chunk and how it came about."""
+
+    chunk: Chunk
+    messages: list[dict[str, Any]] = Field(description="The prepared messages sent to the engine")
+    tools: list[dict[str, Any]] | None = None
+    finish_reason: str | None = None
+    latency_s: float
+    summarized: bool = Field(False, description="The proxy summarized the history before this call")
+
+
+class EpisodeRecord(BaseModel):
+    episode_id: str
+    sandbox_id: str | None = None
+    ended: bool = False
+    chunks: list[RecordedChunk] = Field(default_factory=list)
+
+
+class AttachSocket(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="Host path of the unix socket to listen on (the sandbox's model.sock)")
+
+
+class Recording(BaseModel):
+    """One line of a deploy-mode JSONL recording: the request and the whole answer (streams assembled)."""
+
+    request: dict[str, Any]
+    response: dict[str, Any]
+    episode_id: str | None = None
+    latency_s: float = 0.0
