@@ -155,6 +155,7 @@ def test_an_oom_sandbox_is_reported_as_such(fleet: Fleet):
         sandbox.close()
 
 
+@pytest.mark.slow
 def test_flooding_output_and_fork_bombs_are_contained(fleet: Fleet):
     with Sandbox("python:3.11", admin_url=fleet.url, cpus=0.5, memory="256m", pids=64) as sandbox:
         flood = sandbox.run("head -c 300000000 /dev/zero | tr '\\0' x", timeout=60)
@@ -178,6 +179,7 @@ def test_ttl_stops_a_sandbox(fleet: Fleet):
         sandbox.close()
 
 
+@pytest.mark.slow
 def test_restarting_the_admin_keeps_the_sandbox_list(fleet: Fleet):
     sandbox = Sandbox("busybox", admin_url=fleet.url, **SMALL)
     try:
@@ -193,6 +195,7 @@ def test_restarting_the_admin_keeps_the_sandbox_list(fleet: Fleet):
     assert sandbox.id not in fleet.containers()
 
 
+@pytest.mark.slow
 def test_killing_and_restarting_a_worker_leaves_no_orphan_container():
     fleet = Fleet(short_tmp("rock-e2e-w-"), f"e2e-w-{uuid.uuid4().hex[:6]}", local_worker=False)
     fleet.admin.start()
@@ -217,6 +220,7 @@ def test_killing_and_restarting_a_worker_leaves_no_orphan_container():
         fleet.close()
 
 
+@pytest.mark.slow
 def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
     key = "secret-key-" + uuid.uuid4().hex
     fleet = Fleet(
@@ -246,6 +250,7 @@ def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
         fleet.close()
 
 
+@pytest.mark.slow
 def test_the_sandbox_cli(fleet: Fleet):
     def rock(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
