@@ -6,12 +6,14 @@ with Sandbox(image="python:3.11", memory="1g") as sb:
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Literal, TypedDict, TypeVar, Unpack
 
 import httpx
 
 from rock.sdk import archive, calls
+from rock.sdk.errors import SandboxNotFound
 from rock.sdk.types import CreateSandboxRequest, Observation, SandboxInfo
 
 T = TypeVar("T")
@@ -120,10 +122,11 @@ class Sandbox:
         return self._do(calls.forward(self.id, port, target_socket))
 
     def close(self) -> None:
-        """Delete the sandbox (its container goes away) and close the connection."""
+        """Delete the sandbox (its container goes away) and close the connection. Closing twice is fine."""
         try:
             if not self._http.is_closed:
-                self.info = self._do(calls.delete(self.id))
+                with contextlib.suppress(SandboxNotFound):  # deleted already (by another client, say)
+                    self.info = self._do(calls.delete(self.id))
         finally:
             self._http.close()
 
@@ -237,6 +240,7 @@ class AsyncSandbox:
     async def close(self) -> None:
         try:
             if self.info is not None and not self._http.is_closed:
-                self.info = await self._do(calls.delete(self.id))
+                with contextlib.suppress(SandboxNotFound):
+                    self.info = await self._do(calls.delete(self.id))
         finally:
             await self._http.aclose()
