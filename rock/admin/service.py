@@ -102,6 +102,13 @@ class Admin:
         self._spawn(self._monitor())
 
     async def close(self) -> None:
+        if self._live:
+            log.warning(
+                "%d sandboxes keep running: an admin started again with this state folder (%s) takes them "
+                "back; `rock sandbox rm --all` before stopping removes them instead",
+                len(self._live),
+                self.config.store_url,
+            )
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
