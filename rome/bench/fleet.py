@@ -102,13 +102,15 @@ def remove_containers(worker_id: str) -> None:
         client.close()
 
 
-def _stop_when_orphaned(parent_pid: int) -> None:
-    """The fleet belongs to one rome-bench process: if that dies without stopping it, stop anyway."""
+def _stop_when_orphaned(parent_pid: int, worker_id: str, state_dir: Path) -> None:
+    """The fleet belongs to one rome-bench process: if that dies without stopping it, clean up and stop."""
     while True:
         time.sleep(2)
         try:
             os.kill(parent_pid, 0)
         except ProcessLookupError:
+            remove_containers(worker_id)
+            shutil.rmtree(state_dir, ignore_errors=True)
             os.kill(os.getpid(), signal.SIGTERM)
             return
 
@@ -128,7 +130,8 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=64)
     parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args()
-    threading.Thread(target=_stop_when_orphaned, args=(args.parent_pid,), daemon=True).start()
+    watchdog_args = (args.parent_pid, args.worker_id, args.state_dir)
+    threading.Thread(target=_stop_when_orphaned, args=watchdog_args, daemon=True).start()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     worker = WorkerConfig(id=args.worker_id, state_dir=args.state_dir, slots=args.slots, uid=SANDBOX_UID)
     config = AdminConfig(port=args.port, state_dir=args.state_dir, local_worker=worker)
