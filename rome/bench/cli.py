@@ -43,6 +43,14 @@ def _load(tasks_dir: Path, task_ids: list[str] | None):  # type: ignore[no-untyp
     return suite
 
 
+def _check_sandbox(kind: str) -> None:
+    from rome.bench.runner import SANDBOX_KINDS
+
+    if kind not in SANDBOX_KINDS:
+        typer.secho(f"error: unknown --sandbox {kind!r}; choose one of {', '.join(SANDBOX_KINDS)}", fg="red")
+        raise typer.Exit(2)
+
+
 class _Progress:
     """Live progress: one bar over all trials, each agent's passes and failures counted as they finish."""
 
@@ -80,11 +88,12 @@ def terminal_pro(
     timeout_multiplier: Annotated[
         float, typer.Option(min=0.01, help="Scale every task's agent and verifier timeouts.")
     ] = 1.0,
-    sandbox: Annotated[
-        str, typer.Option(help="rock (a private local fleet, or --admin-url) | docker")
-    ] = "rock",
+    sandbox: Annotated[str, typer.Option(help="rock (a private local fleet) or docker.")] = "rock",
     admin_url: Annotated[
-        str | None, typer.Option(help="Use this ROCK admin instead of a private fleet.")
+        str | None,
+        typer.Option(
+            help="Use this ROCK admin, not a private fleet (its worker must run sandboxes as root)."
+        ),
     ] = None,
 ) -> None:
     """Run an agent over the tasks and write per-trial JSON, summary.json, report.md and charts."""
@@ -99,6 +108,7 @@ def terminal_pro(
     if agent not in AGENT_NAMES:
         console.print(f"[red]error:[/red] unknown agent {agent!r}; choose one of {', '.join(AGENT_NAMES)}")
         raise typer.Exit(2)
+    _check_sandbox(sandbox)
     suite = _load(tasks, task_id)
     run_tasks = [
         t.model_copy(
@@ -149,11 +159,12 @@ def validate(
     concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 2,
     task_id: Annotated[list[str] | None, typer.Option(help="Validate only these task ids.")] = None,
     output: Annotated[Path | None, typer.Option(help="Folder for the validation trials.")] = None,
-    sandbox: Annotated[
-        str, typer.Option(help="rock (a private local fleet, or --admin-url) | docker")
-    ] = "rock",
+    sandbox: Annotated[str, typer.Option(help="rock (a private local fleet) or docker.")] = "rock",
     admin_url: Annotated[
-        str | None, typer.Option(help="Use this ROCK admin instead of a private fleet.")
+        str | None,
+        typer.Option(
+            help="Use this ROCK admin, not a private fleet (its worker must run sandboxes as root)."
+        ),
     ] = None,
 ) -> None:
     """Check every task: the oracle passes it and the nop agent fails it. Exits 1 on any violation."""
@@ -165,6 +176,7 @@ def validate(
     from rome.bench.validate import validate_tasks
 
     console = Console()
+    _check_sandbox(sandbox)
     try:
         suite = load_tasks(tasks_dir, task_id or None)
     except (FileNotFoundError, KeyError) as exc:

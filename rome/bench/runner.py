@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -69,9 +70,11 @@ def sandbox_provider(kind: str = "rock", admin_url: str | None = None) -> Iterat
         yield RockProvider(fleet.url)
 
 
+@dataclass(frozen=True)
 class BuildOutcome:
-    def __init__(self, image: str | None, error: str | None, seconds: float) -> None:
-        self.image, self.error, self.seconds = image, error, seconds
+    image: str | None
+    error: str | None
+    seconds: float
 
 
 def build_all(tasks: list[Task], workers: int) -> dict[str, BuildOutcome]:
@@ -98,7 +101,6 @@ def run_trials(
     model: str | None = None,
     provider: SandboxProvider | None = None,
     on_trial: ProgressHook | None = None,
-    on_built: Callable[[int], None] | None = None,
 ) -> list[TrialResult]:
     """Run every (task, attempt) not already finished under `output`; return all trials, old and new."""
     output.mkdir(parents=True, exist_ok=True)
@@ -112,8 +114,6 @@ def run_trials(
         return results
     needed = list({t.id: t for t, _ in pending}.values())
     builds = build_all(needed, workers=min(concurrency, 2))
-    if on_built:
-        on_built(len(builds))
     agent = make_agent(agent_name, model=model)
     # The build time is charged to the first pending attempt of a task, the one that waited for it.
     first_attempt: dict[str, int] = {}
