@@ -168,3 +168,24 @@ async def test_bad_requests_are_refused_with_a_reason(moe_engine: TorchEngine, t
     assert len((await slow).completions[0].token_ids) == 50
     with pytest.raises(EngineError, match="start"):
         await TorchEngine(tiny_moe).generate(request("x", [1]))
+
+
+async def test_rows_leaving_and_longer_rows_joining_keep_every_sequence_exact(tiny_moe: LoadedModel) -> None:
+    """Short outputs leave early while longer prompts join later (the cache shifts, grows and trims)."""
+    prompts = prompts_of_mixed_lengths(tiny_moe)
+    lengths = [3, 25, 9, 17]
+    async for engine in _started(tiny_moe, TorchEngineConfig(prefill_chunk_tokens=16)):
+        tasks = []
+        for i, (prompt, length) in enumerate(zip(prompts, lengths, strict=True)):
+            tasks.append(
+                asyncio.create_task(
+                    engine.generate(
+                        request(f"j{i}", prompt, temperature=0.0, max_new_tokens=length, ignore_eos=True)
+                    )
+                )
+            )
+            while engine.stats().generated_tokens < 2 * (i + 1):
+                await asyncio.sleep(0.002)
+        results = await asyncio.gather(*tasks)
+    for prompt, length, result in zip(prompts, lengths, results, strict=True):
+        assert result.completions[0].token_ids == greedy_generate(tiny_moe, prompt, length, ignore_eos=True)
