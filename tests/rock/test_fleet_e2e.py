@@ -74,8 +74,12 @@ def test_sessions_keep_cwd_and_env_and_a_timeout_leaves_them_usable(fleet: Fleet
         with pytest.raises(CommandTimeout) as caught:
             sandbox.run("echo started; sleep 60", timeout=1)
         assert caught.value.observation is not None and "started" in caught.value.observation.output
-        after = sandbox.run("echo $(pwd) $COLOUR; exit_code_check=$?; false")
+        after = sandbox.run("echo $(pwd) $COLOUR; false")
         assert after.output.strip() == "/tmp/work teal" and after.exit_code == 1
+        sandbox.create_session("named", env={"SHADE": "dark"}, cwd="/tmp")
+        assert sandbox.run("echo $SHADE $(pwd)", session="named").output.strip() == "dark /tmp"
+        sandbox.close_session("named")
+        assert sandbox.run("echo [$SHADE]", session="named").output.strip() == "[]"  # a fresh one
 
 
 def test_files_exec_upload_and_download(fleet: Fleet, tmp_path):
