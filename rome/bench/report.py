@@ -39,7 +39,7 @@ def markdown(summary: Summary, trials: list[TrialResult], title: str) -> str:
 
 
 def draw_domain_charts(summary: Summary, charts: Path) -> list[Path]:
-    """One bar chart per domain: each task's pass rate over its attempts."""
+    """One bar chart per domain (each task's pass rate over its attempts) and one of pass@1 by domain."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -60,7 +60,18 @@ def draw_domain_charts(summary: Summary, charts: Path) -> list[Path]:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
-    return written
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    names = list(summary.by_category)
+    ax.bar(names, [summary.by_category[n].pass_at_1 for n in names], color="#2f9e6b")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("pass@1")
+    ax.set_title(f"all domains: pass@1 {summary.overall.pass_at_1:.2f} over {summary.overall.tasks} tasks")
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    fig.tight_layout()
+    overview = charts / "all-domains.png"
+    fig.savefig(overview, dpi=100)
+    plt.close(fig)
+    return [*written, overview]
 
 
 def write_report(output: Path, trials: list[TrialResult], title: str) -> Summary:

@@ -54,7 +54,11 @@ def test_terminal_pro_run_writes_results_report_and_charts(tmp_path: Path) -> No
     assert summary["overall"]["pass_at_1"] == 1.0 and summary["overall"]["pass_at_k"]["2"] == 1.0
     assert set(summary["by_category"]) == {"games", "machine-learning"}
     assert "| games | 1 | 2 | 1.000 |" in (out / "report.md").read_text()
-    assert sorted(p.name for p in (out / "charts").glob("*.png")) == ["games.png", "machine-learning.png"]
+    assert sorted(p.name for p in (out / "charts").glob("*.png")) == [
+        "all-domains.png",
+        "games.png",
+        "machine-learning.png",
+    ]
     # The same folder with other settings is refused; with the same settings it resumes and runs nothing.
     assert rome_bench(*[a if a != "oracle" else "nop" for a in args]).returncode == 2
     again = rome_bench(*args)
