@@ -47,6 +47,9 @@ def create(
         float, typer.Option(help="Seconds without requests until it is stopped.")
     ] = 600.0,
     network: Annotated[str, typer.Option(help="none (default) or bridge (egress, opt-in).")] = "none",
+    egress: Annotated[
+        list[str] | None, typer.Option(help="With bridge: an IPv4 network it may reach (CIDR), repeatable.")
+    ] = None,
     env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE, repeatable.")] = None,
     admin_url: AdminUrl = None,
     api_key: ApiKey = None,
@@ -69,6 +72,7 @@ def create(
             ttl=ttl,
             idle_timeout=idle_timeout,
             network=network,
+            egress=egress or [],
             env={k: v for k, _, v in pairs},
         )  # type: ignore[arg-type]
     except ValidationError as exc:

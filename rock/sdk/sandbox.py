@@ -29,6 +29,7 @@ class SandboxOptions(TypedDict, total=False):
     ttl: float
     idle_timeout: float
     network: Network
+    egress: list[str]
     env: dict[str, str]
     build_context: str
     start_timeout: float

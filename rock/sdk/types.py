@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rock.rocklet.types import Observation
 
@@ -84,6 +85,28 @@ class SandboxSpec(BaseModel):
     """Seconds without any request after which the admin stops the sandbox."""
     network: Literal["none", "bridge"] = "none"
     """`none` (default): no network at all. `bridge`: egress through Docker's bridge, opt-in."""
+    egress: list[str] = Field(default_factory=list)
+    """With `bridge`: the only IPv4 networks (CIDR, e.g. `10.1.2.0/24`) the sandbox may connect to. Empty:
+    any. Enforced by firewall rules in the sandbox's own network namespace (the worker needs root)."""
+
+    @field_validator("egress")
+    @classmethod
+    def _egress_is_cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError as exc:
+                raise ValueError(
+                    f"egress entry {cidr!r} is not an IPv4 network like 10.1.2.0/24 ({exc})"
+                ) from None
+        return value
+
+    @model_validator(mode="after")
+    def _egress_needs_bridge(self) -> SandboxSpec:
+        if self.egress and self.network != "bridge":
+            raise ValueError("egress lists the networks a bridge sandbox may reach: set network='bridge' too")
+        return self
+
     env: dict[str, str] = Field(default_factory=dict)
     start_timeout: float = Field(60.0, gt=0)
     """Seconds the rocklet may take to answer after the container starts."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,39 @@ def start_container(
         container.remove(force=True)
         raise
     return container.id
+
+
+def restrict_egress(client: docker.DockerClient, sandbox_id: str, allowed: list[str]) -> None:
+    """Firewall the sandbox's own network namespace: outgoing IPv4 only to `allowed`, no IPv6 at all.
+
+    The rules live in the container's namespace (entered with nsenter from the host), where the sandbox's
+    unprivileged, capability-less processes cannot change them.
+    """
+    pid = client.api.inspect_container(container_name(sandbox_id))["State"]["Pid"]
+    enter = ["nsenter", f"--net=/proc/{pid}/ns/net"]
+    output = ["-w", "-A", "OUTPUT"]
+    rules = [
+        ["iptables", *output, "-o", "lo", "-j", "ACCEPT"],
+        ["iptables", *output, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"],
+        *(["iptables", *output, "-d", cidr, "-j", "ACCEPT"] for cidr in allowed),
+        # REJECT rather than DROP: a refused connect fails at once (network unreachable), as with `none`.
+        ["iptables", *output, "-j", "REJECT", "--reject-with", "icmp-net-unreachable"],
+        ["ip6tables", *output, "-o", "lo", "-j", "ACCEPT"],
+        ["ip6tables", *output, "-j", "REJECT", "--reject-with", "icmp6-no-route"],
+    ]
+    for rule in rules:
+        try:
+            subprocess.run([*enter, *rule], check=True, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            stderr = getattr(exc, "stderr", "") or ""
+            raise EgressError(
+                f"could not set the egress allowlist ({' '.join(rule)}): {exc} {stderr.strip()}; the worker "
+                "must run as root on a host with nsenter and iptables"
+            ) from exc
+
+
+class EgressError(RuntimeError):
+    pass
 
 
 CPU_PERIOD = 100_000

@@ -167,6 +167,12 @@ class WorkerService:
                 raise SandboxFailed(
                     f"docker could not start the sandbox: {exc.explanation or exc}", FailureReason.START_ERROR
                 ) from exc
+            if spec.egress:
+                try:
+                    await self._blocking(containers.restrict_egress, self.docker, sandbox_id, spec.egress)
+                except containers.EgressError as exc:
+                    await self._remove(sandbox_id)
+                    raise SandboxFailed(str(exc), FailureReason.START_ERROR) from exc
             client = RockletClient(host_dir / "rocklet.sock")
             try:
                 await _wait_for_rocklet(client, host_dir / "rocklet.sock", spec.start_timeout)

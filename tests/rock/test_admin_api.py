@@ -92,3 +92,11 @@ def test_metrics_are_prometheus_text(admin_factory):
 def test_create_call_times_out_after_queue_and_start():
     call = calls.create(CreateSandboxRequest(queue_timeout=10, start_timeout=20))
     assert call.timeout == 10 + 20 + calls.SLACK
+
+
+def test_an_egress_allowlist_needs_bridge_and_real_networks(admin_factory):
+    admin = admin_factory()
+    response = httpx.post(f"{admin.url}/v1/sandboxes", json={"egress": ["10.0.0.0/8"]})
+    assert response.status_code == 422 and "set network='bridge' too" in response.json()["message"]
+    response = httpx.post(f"{admin.url}/v1/sandboxes", json={"network": "bridge", "egress": ["example.com"]})
+    assert response.status_code == 422 and "'example.com' is not an IPv4 network" in response.json()["message"]

@@ -309,3 +309,30 @@ def test_a_failing_build_reports_the_tail_of_its_log(fleet: Fleet, tmp_path):
     with pytest.raises(SandboxFailed, match="about-to-fail") as caught:
         Sandbox(build_context=str(tmp_path), admin_url=fleet.url, **SMALL)
     assert caught.value.reason == FailureReason.IMAGE_ERROR
+
+
+def test_an_egress_allowlist_lets_through_only_its_networks(fleet: Fleet):
+    probe = (
+        "import socket, sys\n"
+        "s = socket.socket(); s.settimeout(5)\n"
+        "try:\n"
+        "    s.connect((sys.argv[1], int(sys.argv[2]))); print('connected')\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno)\n"
+    )
+    with Sandbox("python:3.11", admin_url=fleet.url, network="bridge", **SMALL) as server:
+        address = server.exec("awk 'END { print $1 }' /etc/hosts").output.strip()
+        server.run("python3 -m http.server 8000 >/dev/null 2>&1 &")
+        with Sandbox(
+            "python:3.11", admin_url=fleet.url, network="bridge", egress=[f"{address}/32"], **SMALL
+        ) as sb:
+            sb.write_file("/tmp/probe.py", probe)
+            reached = ""
+            for _ in range(50):  # the server may take a moment to listen
+                reached = sb.exec(["python3", "/tmp/probe.py", address, "8000"], timeout=20).output.strip()
+                if reached == "connected":
+                    break
+                time.sleep(0.2)
+            assert reached == "connected"
+            blocked = sb.exec(["python3", "/tmp/probe.py", "192.0.2.1", "80"], timeout=20).output.strip()
+            assert blocked == "refused 101"  # ENETUNREACH from the sandbox's own firewall: nothing left it
