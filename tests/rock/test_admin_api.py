@@ -99,4 +99,6 @@ def test_an_egress_allowlist_needs_bridge_and_real_networks(admin_factory):
     response = httpx.post(f"{admin.url}/v1/sandboxes", json={"egress": ["10.0.0.0/8"]})
     assert response.status_code == 422 and "set network='bridge' too" in response.json()["message"]
     response = httpx.post(f"{admin.url}/v1/sandboxes", json={"network": "bridge", "egress": ["example.com"]})
-    assert response.status_code == 422 and "'example.com' is not an IPv4 network" in response.json()["message"]
+    assert (
+        response.status_code == 422 and "'example.com' is not an IPv4 network" in response.json()["message"]
+    )
