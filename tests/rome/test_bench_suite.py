@@ -69,3 +69,12 @@ def test_pytest_reward_reads_the_summary_before_the_exit_status() -> None:
     assert pytest_reward("ERROR t.py - ImportError\n", 0) == (0.0, "pytest-summary")
     assert pytest_reward("bash: pytest: command not found\n", 127) == (0.0, "exit-code")
     assert pytest_reward("all good\n", 0) == (1.0, "exit-code")
+
+
+def test_tests_regenerate_the_inputs_from_the_same_generator(suite) -> None:
+    """tests/gen_truth.* must equal the environment's generator, or the inputs check would flag the oracle."""
+    for task in suite.tasks:
+        for gen in task.build_context.glob("gen.*"):
+            truth = task.tests_dir / f"gen_truth{gen.suffix}"
+            if task.id != "fix-permissions":  # its inputs are the state the agent must change
+                assert truth.is_file() and truth.read_bytes() == gen.read_bytes(), task.id

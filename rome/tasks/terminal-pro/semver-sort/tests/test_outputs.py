@@ -47,3 +47,11 @@ def test_latest_stable():
     best = max(stable, key=lambda l: key(l)[0])
     firsts = [l for l in stable if key(l)[0] == key(best)[0]]
     assert open("/app/latest_stable.txt").read().strip() in firsts
+
+
+def test_inputs_untouched():
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "/tests/inputs_intact.py"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -62,3 +62,11 @@ def test_invalid_arguments():
             TokenBucket(*bad)
     with pytest.raises(ValueError):
         TokenBucket(3, 1).wait_time(0.0, 4)
+
+
+def test_inputs_untouched():
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "/tests/inputs_intact.py"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
