@@ -17,7 +17,7 @@ import docker
 import httpx
 import pytest
 
-from rock.sdk.errors import CommandTimeout, SandboxFailed, Unauthorized
+from rock.sdk.errors import CapacityExceeded, CommandTimeout, SandboxFailed, Unauthorized
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
 from rock.sdk.types import FailureReason, SandboxState
 from rock.testing import Fleet, short_tmp
@@ -336,3 +336,30 @@ def test_an_egress_allowlist_lets_through_only_its_networks(fleet: Fleet):
             assert reached == "connected"
             blocked = sb.exec(["python3", "/tmp/probe.py", "192.0.2.1", "80"], timeout=20).output.strip()
             assert blocked == "refused 101"  # ENETUNREACH from the sandbox's own firewall: nothing left it
+
+
+@pytest.mark.slow
+def test_a_create_waits_for_room_then_gets_it_or_429():
+    fleet = Fleet(short_tmp("rock-e2e-q-"), f"e2e-q-{uuid.uuid4().hex[:6]}")
+    fleet.admin.args += ["--worker-slots", "1"]
+    fleet.admin.start()
+    try:
+        fleet.wait_for_workers()
+        first = Sandbox("busybox", admin_url=fleet.url, **SMALL)
+        queued: list[Sandbox] = []
+        waiter = threading.Thread(
+            target=lambda: queued.append(Sandbox("busybox", admin_url=fleet.url, queue_timeout=120, **SMALL))
+        )
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while "rock_admission_waiting 1.0" not in httpx.get(f"{fleet.url}/metrics").text:
+            assert time.monotonic() < deadline, "the second create never queued"
+            time.sleep(0.1)
+        with pytest.raises(CapacityExceeded, match=r"within 0\.5 s"):
+            Sandbox("busybox", admin_url=fleet.url, queue_timeout=0.5, **SMALL)
+        first.close()
+        waiter.join(timeout=60)
+        assert queued and queued[0].run("echo placed").output.strip() == "placed"
+        queued[0].close()
+    finally:
+        fleet.close()
