@@ -1,0 +1,152 @@
+"""Scripted experts: they win the real GEM env, and their SFT conversations tokenize to exactly the contexts
+the GEM env manager feeds the policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from typer.testing import CliRunner
+
+from roll.cli import app
+from roll.engine.types import Completion, GenerateResult, SamplingParams
+from roll.rollout.config import GEMEnvConfig, SamplingConfig
+from roll.rollout.episode import EpisodeTask
+from roll.rollout.experts.generate import generate_expert_data, play_expert_episode
+from roll.rollout.experts.guess_the_number import BinarySearchPlayer, ExpertError
+from roll.rollout.experts.players import expert_for
+from roll.rollout.gem_env import GEMEnvManager
+from roll.sft.data import SFTExample, to_trajectory
+
+if TYPE_CHECKING:
+    from roll.models import LoadedModel
+
+EASY = GEMEnvConfig(
+    env_id="game:GuessTheNumber-v0-easy",
+    system_prompt="Guess the number; answer with \\boxed{N}.",
+    max_turns=4,
+    format_pattern=r"\\boxed\{\d+\}",
+)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "max_turns"), [("game:GuessTheNumber-v0-easy", 4), ("game:GuessTheNumber-v0-hard", 7)]
+)
+def test_binary_search_wins_every_episode_of_the_real_env(env_id: str, max_turns: int) -> None:
+    config = GEMEnvConfig(env_id=env_id, max_turns=max_turns)
+    episodes = [play_expert_episode(config, seed) for seed in range(60)]
+    assert all(e.success for e in episodes)
+    assert all(len(e.rewards) <= max_turns and e.rewards[-1] == 1.0 for e in episodes)
+    assert len({e.messages[-1]["content"] for e in episodes}) > 5  # different targets, different last guesses
+
+
+def test_expert_conversation_follows_the_env_manager_layout() -> None:
+    episode = play_expert_episode(EASY, seed=3)
+    roles = [m["role"] for m in episode.messages]
+    assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
+    assert roles[2:] == ["assistant", "user"] * ((len(roles) - 3) // 2) + ["assistant"]
+    assert episode.messages[0]["content"] == EASY.system_prompt
+    assert "between 1 and 10" in episode.messages[1]["content"]
+    assert episode.messages[2]["content"] == "The number is between 1 and 10. I guess \\boxed{5}."
+
+
+def test_binary_search_narrows_the_range_from_hints() -> None:
+    player = BinarySearchPlayer()
+    assert player.reset("guess the number between 1 and 50 (inclusive)").endswith("\\boxed{25}.")
+    assert player.act("At turn 1, you guessed 25, and the target number is higher than 25.").endswith(
+        "between 26 and 50. I guess \\boxed{38}."
+    )
+    assert player.act("At turn 2, you guessed 38, and the target number is lower than 38.").endswith(
+        "between 26 and 37. I guess \\boxed{31}."
+    )
+
+
+def test_unreadable_observations_and_unknown_envs_are_clear_errors() -> None:
+    player = BinarySearchPlayer()
+    with pytest.raises(ExpertError, match="between A and B"):
+        player.reset("Welcome!")
+    player.reset("between 1 and 10")
+    with pytest.raises(ExpertError, match="hint"):
+        player.act("At turn 1, you guessed 20, which is outside the range specified.")
+    with pytest.raises(KeyError, match="experts exist for: game:GuessTheNumber"):
+        expert_for("game:Sudoku-v0-easy")
+
+
+class ReplayPolicy:
+    """Test double of an LLM: answers with the given assistant texts, in order, as the engine would."""
+
+    def __init__(self, tiny_moe: LoadedModel, answers: list[str]) -> None:
+        self.tokenizer = tiny_moe.tokenizer
+        self.answers = list(answers)
+
+    async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+        text = self.answers.pop(0)
+        end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")  # what a chat model ends a turn with
+        assert end_of_turn in params.stop_token_ids
+        ids = [*self.tokenizer(text, add_special_tokens=False).input_ids, end_of_turn]
+        completion = Completion(
+            index=0, token_ids=ids, logprobs=[0.0] * len(ids), text=text, finish_reason="stop"
+        )
+        return GenerateResult(
+            request_id="replay",
+            prompt_token_ids=prompt_ids,
+            completions=[completion],
+            weight_version=0,
+            ttft_s=0.0,
+            latency_s=0.0,
+        )
+
+
+@pytest.mark.parametrize("seed", [0, 7, 1_000_003])
+async def test_sft_tokens_equal_the_env_managers_rollout_tokens(tiny_moe: LoadedModel, seed: int) -> None:
+    episode = play_expert_episode(EASY, seed)
+    sft = to_trajectory(SFTExample(messages=episode.messages), tiny_moe.tokenizer)
+    answers = [m["content"] for m in episode.messages if m["role"] == "assistant"]
+    manager = GEMEnvManager(EASY, tiny_moe.tokenizer)
+    rollout = await manager.run_episode(
+        EpisodeTask("g", seed), ReplayPolicy(tiny_moe, answers), SamplingConfig()
+    )
+    assert rollout.metadata["success"] and rollout.metadata["format_errors"] == 0
+    assert len(sft.chunks) == len(rollout.chunks) == len(answers)
+    for learned, played in zip(sft.chunks, rollout.chunks, strict=True):
+        assert learned.context_ids == played.context_ids
+        assert learned.output_ids == played.output_ids
+
+
+def test_generate_writes_winning_conversations(tmp_path: Path) -> None:
+    out = tmp_path / "expert.jsonl"
+    played = generate_expert_data(EASY, episodes=12, out=out, seed_offset=500)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == len(played) == 12
+    assert [line["seed"] for line in lines] == list(range(500, 512))
+    assert all(line["success"] and line["env_id"] == EASY.env_id for line in lines)
+
+
+def test_cli_generates_from_a_train_config(tmp_path: Path) -> None:
+    out = tmp_path / "data.jsonl"
+    result = CliRunner().invoke(
+        app, ["experts", "generate", "configs/ipa.yaml", "--episodes", "5", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Expert won 5/5" in result.output
+    first = json.loads(out.read_text().splitlines()[0])
+    assert first["messages"][0] == {"role": "system", "content": _ipa_system_prompt()}
+
+
+def test_cli_names_the_envs_that_have_experts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["experts", "generate", "game:Sudoku-v0-easy", "--out", str(tmp_path / "x.jsonl")]
+    )
+    assert result.exit_code == 2
+    assert "no scripted expert plays" in result.output
+
+
+def _ipa_system_prompt() -> str:
+    from roll.config import load_config
+    from roll.pipeline.config import TrainConfig
+
+    prompt = load_config(TrainConfig, "configs/ipa.yaml").env.system_prompt
+    assert prompt
+    return prompt
