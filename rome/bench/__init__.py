@@ -1,1 +1,11 @@
-"""rome-bench: runs terminal tasks in ROCK sandboxes and grades them with their own tests."""
+"""rome-bench: runs terminal tasks in ROCK sandboxes and grades them with their own tests.
+
+- `tasks.load_tasks(dir)` reads Harbor / Terminal-Bench-Pro (`task.toml`) and older Terminal-Bench
+  (`task.yaml`) task folders into `Task`s; a malformed one becomes a `TaskLoadError` naming file and field.
+- `runner.run_trials(tasks, agent, output, n_attempts, concurrency, ...)` builds images once, runs one
+  sandbox per trial (`runner.sandbox_provider("rock"|"docker")`), writes `output/trials/<task>__<k>.json`
+  and resumes a folder it finds; `report.write_report` adds summary.json, report.md and charts/*.png.
+- `scoring.summarize` gives pass@1, avg@k and unbiased pass@k by domain and difficulty.
+- `validate.validate_tasks` checks that the oracle passes and the nop agent fails every task.
+- CLI: `rome-bench terminal-pro ...` and `rome-bench validate DIR` (see `rome-bench --help`).
+"""
