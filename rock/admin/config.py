@@ -7,7 +7,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rock.sdk.types import parse_memory
+from rock.sdk.errors import BadRequest
+from rock.sdk.types import SandboxSpec, parse_memory
 from rock.worker.config import WorkerConfig, default_state_dir
 
 
@@ -41,6 +42,23 @@ class SpecLimits(BaseModel):
     max_ttl: float = 7 * 24 * 3600.0
     max_idle_timeout: float = 24 * 3600.0
     max_start_timeout: float = 600.0
+
+    def check(self, spec: SandboxSpec) -> None:
+        """Raise BadRequest (422) naming the first limit `spec` goes over."""
+        checks = [
+            ("cpus", spec.cpus, self.max_cpus),
+            ("memory", spec.memory_bytes, parse_memory(self.max_memory)),
+            ("pids", spec.pids, self.max_pids),
+            ("ttl", spec.ttl, self.max_ttl),
+            ("idle_timeout", spec.idle_timeout, self.max_idle_timeout),
+            ("start_timeout", spec.start_timeout, self.max_start_timeout),
+        ]
+        for name, value, limit in checks:
+            if value > limit:
+                raise BadRequest(
+                    f"{name}={getattr(spec, name)} is over this admin's limit "
+                    f"max_{name}={getattr(self, 'max_' + name)}; ask for less"
+                )
 
 
 class AdminConfig(BaseModel):

@@ -22,7 +22,6 @@ from rock.admin.scheduler import Demand, Scheduler, Worker
 from rock.admin.states import LIVE, advance, path_to
 from rock.admin.store import SandboxStore
 from rock.sdk.errors import (
-    BadRequest,
     RockError,
     SandboxFailed,
     SandboxNotFound,
@@ -38,31 +37,12 @@ from rock.sdk.types import (
     SandboxInfo,
     SandboxSpec,
     SandboxState,
-    parse_memory,
 )
 
 log = logging.getLogger("rock.admin")
 _CLOCK_SKEW = timedelta(seconds=5)
 """Margin between the admin's and a worker's clocks when judging which sandboxes a heartbeat must list."""
 S = SandboxState
-
-
-def check_limits(config: AdminConfig, spec: SandboxSpec) -> None:
-    limits = config.limits
-    checks = [
-        ("cpus", spec.cpus, limits.max_cpus),
-        ("memory", spec.memory_bytes, parse_memory(limits.max_memory)),
-        ("pids", spec.pids, limits.max_pids),
-        ("ttl", spec.ttl, limits.max_ttl),
-        ("idle_timeout", spec.idle_timeout, limits.max_idle_timeout),
-        ("start_timeout", spec.start_timeout, limits.max_start_timeout),
-    ]
-    for name, value, limit in checks:
-        if value > limit:
-            shown = getattr(spec, name)
-            raise BadRequest(
-                f"{name}={shown} is over this admin's limit max_{name}={getattr(limits, 'max_' + name)}"
-            )
 
 
 class Admin:
@@ -167,7 +147,7 @@ class Admin:
     # create / delete --------------------------------------------------------------------------------
     async def create(self, request: CreateSandboxRequest, caller: KeyPolicy) -> SandboxInfo:
         spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout"}))
-        check_limits(self.config, spec)
+        self.config.limits.check(spec)
         demand = _demand(spec)
         check_quota(caller, self.scheduler.usage(caller.name), demand)
         sandbox_id = secrets.token_hex(6)
