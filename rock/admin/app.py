@@ -79,7 +79,7 @@ def create_app(admin: Admin) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, object]:
-        return {"status": "ok", "workers": len(admin.scheduler.workers), "live": len(admin._live)}
+        return {"status": "ok", "workers": len(admin.scheduler.workers), "live": admin.live_count}
 
     @app.get("/metrics")
     async def metrics(_caller: Caller) -> Response:

@@ -60,6 +60,11 @@ class Admin:
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
 
+    @property
+    def live_count(self) -> int:
+        """Sandboxes pending or running."""
+        return len(self._live)
+
     # lifecycle of the admin itself ------------------------------------------------------------------
     async def start(self) -> None:
         """Reload the store: running sandboxes hold their room again; ones caught starting have failed."""

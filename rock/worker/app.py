@@ -75,7 +75,7 @@ def create_worker_app(
 
     @app.get("/health")
     async def health() -> dict[str, object]:
-        return {"status": "ok", "id": worker.config.id, "sandboxes": len(worker._clients)}
+        return {"status": "ok", "id": worker.config.id, "sandboxes": worker.sandbox_count}
 
     @app.post("/v1/sandboxes", status_code=201)
     async def create(body: CreateOnWorker) -> dict[str, str]:
@@ -83,9 +83,7 @@ def create_worker_app(
 
     @app.get("/v1/sandboxes")
     async def list_sandboxes() -> list[WorkerSandbox]:
-        from rock.worker.containers import list_sandboxes as listing
-
-        return await worker._blocking(listing, worker.docker, worker.config.id, set(worker._oom))
+        return (await worker.list_sandboxes())[1]
 
     @app.delete("/v1/sandboxes/{sandbox_id}", status_code=204)
     async def delete(sandbox_id: str) -> None:

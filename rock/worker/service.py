@@ -298,7 +298,13 @@ class WorkerService:
         except Exception as exc:  # the stream ends when the worker closes it
             log.debug("oom event stream ended: %r", exc)
 
-    async def _list(self) -> tuple[datetime, list[WorkerSandbox]]:
+    @property
+    def sandbox_count(self) -> int:
+        """Sandboxes this worker holds a rocklet connection to."""
+        return len(self._clients)
+
+    async def list_sandboxes(self) -> tuple[datetime, list[WorkerSandbox]]:
+        """(when listed, this worker's containers with their status), leaving out ones being removed."""
         listed_at = datetime.now(UTC)
         for sandbox_id in list(self._oom_counters):
             self._oom_killed(sandbox_id)
@@ -315,7 +321,7 @@ class WorkerService:
         the listing goes with a later one.
         """
         if self._listing is None:
-            self._listing = asyncio.ensure_future(self._list())
+            self._listing = asyncio.ensure_future(self.list_sandboxes())
         done, _ = await asyncio.wait({self._listing}, timeout=LISTING_WAIT)
         listed_at, sandboxes = datetime.now(UTC), None
         if done:
