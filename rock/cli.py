@@ -3,6 +3,7 @@
 import typer
 
 from rock.admin.cli import app as admin_app
+from rock.envs.cli import app as envs_app
 from rock.images.cli import app as image_app
 from rock.proxy.cli import app as proxy_app
 from rock.sdk.cli import app as sandbox_app
@@ -13,6 +14,9 @@ app.add_typer(image_app, name="image", help="Local images and the public-name al
 app.add_typer(admin_app, name="admin", help="The admin: control plane (and one local worker).")
 app.add_typer(worker_app, name="worker", help="A worker node that runs sandboxes in Docker.")
 app.add_typer(sandbox_app, name="sandbox", help="Create, list, use and remove sandboxes.")
+app.add_typer(
+    envs_app, name="envs", help="GEM environments hosted in sandboxes (make/reset/step/close/list)."
+)
 app.add_typer(proxy_app, name="proxy", help="The model proxy: agents' model endpoint, recording every call.")
 
 

@@ -10,7 +10,20 @@ A request names its episode by route (`/episodes/{id}/v1/chat/completions`) or h
 its sandbox (`X-Rock-Sandbox`, set by the proxy itself on a sandbox's unix socket, see `attach`).
 """
 
-from rock.proxy.client import ProxyClient
-from rock.proxy.types import EpisodeRecord, ProxyConfig, RecordedChunk
+import importlib
+from typing import Any
 
-__all__ = ["EpisodeRecord", "ProxyClient", "ProxyConfig", "RecordedChunk"]
+_EXPORTS = {
+    "ProxyClient": "rock.proxy.client",
+    "EpisodeRecord": "rock.proxy.types",
+    "ProxyConfig": "rock.proxy.types",
+    "RecordedChunk": "rock.proxy.types",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:  # loaded on first use, so `rock --help` does not import torch
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rock.proxy' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

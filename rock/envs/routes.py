@@ -1,0 +1,78 @@
+"""The environment routes as a router, to mount in any FastAPI app (the admin's, or `rock envs serve`'s).
+
+POST /envs/make, GET /envs/list, POST /envs/{handle}/reset, .../step, .../close.
+Handlers are plain functions: FastAPI runs them in its thread pool, as environment calls block.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from rock.envs.errors import EnvError
+from rock.envs.hub import EnvHub
+from rock.envs.types import (
+    EnvList,
+    MakeRequest,
+    MakeResponse,
+    ResetRequest,
+    ResetResponse,
+    StepRequest,
+    StepResponse,
+)
+
+
+def env_router(hub: EnvHub) -> APIRouter:
+    router = APIRouter(prefix="/envs")
+
+    @router.post("/make")
+    def make(body: MakeRequest) -> MakeResponse:
+        return MakeResponse(handle=hub.make(body.env_id, body.kwargs), env_id=body.env_id)
+
+    @router.get("/list")
+    def list_envs() -> EnvList:
+        return hub.list()
+
+    @router.post("/{handle}/reset")
+    def reset(handle: str, body: ResetRequest) -> ResetResponse:
+        return ResetResponse.model_validate(hub.reset(handle, body.seed))
+
+    @router.post("/{handle}/step")
+    def step(handle: str, body: StepRequest) -> StepResponse:
+        return StepResponse.model_validate(hub.step(handle, body.action))
+
+    @router.post("/{handle}/close")
+    def close(handle: str) -> dict[str, str]:
+        hub.close(handle)
+        return {"handle": handle, "closed": "true"}
+
+    return router
+
+
+def install_env_errors(app: FastAPI) -> None:
+    @app.exception_handler(EnvError)
+    async def env_error(_: Request, error: EnvError) -> JSONResponse:
+        return JSONResponse(
+            {"error": {"type": type(error).__name__, "message": str(error)}}, status_code=error.status
+        )
+
+
+def create_app(admin_url: str | None = None) -> FastAPI:
+    """A standalone env service (`rock envs serve`); its environments close when it stops."""
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+
+    hub = EnvHub(admin_url)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            hub.close_all()
+
+    app = FastAPI(title="ROCK environments (GEM API)", lifespan=lifespan)
+    app.include_router(env_router(hub))
+    install_env_errors(app)
+    app.state.env_hub = hub
+    return app
