@@ -113,28 +113,29 @@ class WorkerService:
         next heartbeat reports them (so an OOM-kill is not lost), and the admin's reply has them removed.
         """
         found = await self._blocking(containers.labelled, self.docker, self.config.id)
-        for sandbox_id, container_id, state in found:
-            socket = self.config.run_dir / sandbox_id / "rocklet.sock"
-            if state == "created":  # the worker died between creating and starting it
-                await self._remove(sandbox_id)
-                continue
-            if state != "running":
-                continue
-            client = RockletClient(socket)
-            try:
-                await client.wait_ready(timeout=5.0)
-            except RockletError as exc:
-                log.warning("removing sandbox %s: its rocklet does not answer (%s)", sandbox_id, exc)
-                await client.aclose()
-                await self._remove(sandbox_id)
-                continue
-            log.info("adopted sandbox %s", sandbox_id)
-            self._clients[sandbox_id] = client
-            self._watch_memory(sandbox_id, container_id)
+        await asyncio.gather(*(self._adopt(*entry) for entry in found))
         known = {sandbox_id for sandbox_id, _, _ in found}
         for leftover in self.config.run_dir.iterdir():
             if leftover.name not in known:
                 shutil.rmtree(leftover, ignore_errors=True)
+
+    async def _adopt(self, sandbox_id: str, container_id: str, state: str) -> None:
+        if state == "created":  # the worker died between creating and starting it
+            await self._remove(sandbox_id)
+            return
+        if state != "running":
+            return
+        client = RockletClient(self.config.run_dir / sandbox_id / "rocklet.sock")
+        try:
+            await client.wait_ready(timeout=5.0)
+        except RockletError as exc:
+            log.warning("removing sandbox %s: its rocklet does not answer (%s)", sandbox_id, exc)
+            await client.aclose()
+            await self._remove(sandbox_id)
+            return
+        log.info("adopted sandbox %s", sandbox_id)
+        self._clients[sandbox_id] = client
+        self._watch_memory(sandbox_id, container_id)
 
     # sandboxes --------------------------------------------------------------------------------------
     async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> dict[str, str]:
