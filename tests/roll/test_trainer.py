@@ -66,6 +66,18 @@ def backend(**overrides) -> TorchBackend:
     return TorchBackend(config, model=tiny_llama())
 
 
+def _per_sequence_logprobs(model, batch) -> torch.Tensor:
+    """Each sequence run alone through the plain forward (no packing involved)."""
+    out = torch.zeros(batch.num_tokens)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), batch.seq_lens.cumsum(0)]).tolist()
+    with torch.no_grad():
+        for start, end in itertools.pairwise(offsets):
+            ids = batch.input_ids[start:end]
+            logits = model(input_ids=ids[None]).logits[0].float()
+            out[start + 1 : end] = torch.log_softmax(logits[:-1], -1).gather(-1, ids[1:, None])[:, 0]
+    return torch.where(batch.loss_mask, out, 0.0)
+
+
 def test_packed_logprobs_equal_per_sequence_and_padded() -> None:
     model = tiny_llama().eval()
     batch = pack_trajectories(agentic_trajectories())
@@ -73,15 +85,9 @@ def test_packed_logprobs_equal_per_sequence_and_padded() -> None:
     with torch.no_grad():
         packed, _ = packed_logprobs(model, batch, CPU)
         padded, _ = padded_logprobs(model, batch, CPU)
-        offsets = torch.cat([torch.zeros(1, dtype=torch.long), batch.seq_lens.cumsum(0)]).tolist()
-        for start, end in itertools.pairwise(offsets):
-            ids = batch.input_ids[start:end]
-            logits = model(input_ids=ids[None]).logits[0].float()
-            expected = torch.log_softmax(logits[:-1], -1).gather(-1, ids[1:, None])[:, 0]
-            mask = batch.loss_mask[start + 1 : end]
-            torch.testing.assert_close(packed[start + 1 : end][mask], expected[mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(packed, _per_sequence_logprobs(model, batch), atol=1e-5, rtol=0)
     torch.testing.assert_close(padded, packed, atol=1e-5, rtol=0)
-    assert (packed[~batch.loss_mask] == 0).all()
+    assert (packed[~batch.loss_mask] == 0).all() and (packed[batch.loss_mask] < 0).all()
 
 
 def test_masked_tokens_get_exactly_zero_gradient() -> None:
@@ -201,3 +207,15 @@ def test_lr_schedule_warmup_and_decay() -> None:
     assert [round(lr_factor(cosine, s), 4) for s in range(7)] == [0.5, 1.0, 1.0, 0.8682, 0.55, 0.2318, 0.1]
     linear = ScheduleConfig(type="linear", total_steps=4)
     assert [lr_factor(linear, s) for s in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", ["smollm2", "tiny_moe"])
+def test_builtin_models_packed_logprobs_equal_per_sequence(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    model = request.getfixturevalue(fixture).model
+    batch = pack_trajectories(agentic_trajectories(count=3))
+    with torch.no_grad():
+        packed, _ = packed_logprobs(model, batch, CPU)
+    torch.testing.assert_close(packed, _per_sequence_logprobs(model, batch), atol=1e-5, rtol=0)
