@@ -76,6 +76,9 @@ class AdminConfig(BaseModel):
     """Creates that may wait for room at once; one more is refused with 429 at once."""
     heartbeat_timeout: float = Field(15.0, gt=0)
     """A worker silent this long is lost, and so are its sandboxes."""
+    startup_grace: float = Field(60.0, gt=0)
+    """After the admin starts, how long a worker it has not heard from yet may take to come back (a worker
+    rebuilding its runtime needs a while) before that worker's sandboxes are lost."""
     reap_interval: float = Field(1.0, gt=0)
     local_worker: WorkerConfig | None = None
     """The worker `rock admin serve` runs in its own process (None: `--no-local-worker`)."""

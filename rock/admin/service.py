@@ -356,7 +356,7 @@ class Admin:
                     self._fail(
                         info, FailureReason.WORKER_LOST, f"worker {worker.id} stopped sending heartbeats"
                     )
-        grace_over = now_mono - self._started > self.config.heartbeat_timeout
+        grace_over = now_mono - self._started > max(self.config.startup_grace, self.config.heartbeat_timeout)
         for info in list(self._live.values()):
             if info.worker_id not in self.scheduler.workers:
                 if grace_over:
