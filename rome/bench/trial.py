@@ -28,6 +28,7 @@ FailureMode = Literal[
 SANDBOX_TRIES = 2
 PYTEST_MOUNT = "/opt/rome-bench/pytest"
 # pytest and its pure-Python dependencies, uploaded so tests run with pytest in images that lack it.
+BUNDLE_FORMAT = 2  # part of the bundle's cache folder name: bump it when the bundle's layout changes
 PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 
 
@@ -73,10 +74,15 @@ def pytest_bundle() -> Path:
     since pytest reads plugin versions), made once per process and uploaded in one piece."""
     from importlib.metadata import version
 
-    cached = Path(tempfile.gettempdir()) / f"rome-bench-pytest-{version('pytest')}-{os.getuid()}" / "pytest"
+    root = (
+        Path(tempfile.gettempdir()) / f"rome-bench-pytest-{version('pytest')}-v{BUNDLE_FORMAT}-{os.getuid()}"
+    )
+    cached = root / "pytest"
     if cached.is_dir():
         return cached
-    bundle = Path(tempfile.mkdtemp(prefix="rome-bench-pytest-")) / "pytest"
+    root.mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=root))
+    bundle = scratch / "pytest"
     bundle.mkdir()
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in PYTEST_PACKAGES:
@@ -91,10 +97,15 @@ def pytest_bundle() -> Path:
         for info in origin.parent.parent.glob("*.dist-info"):
             if info.name.lower().startswith(f"{name.lower()}-"):
                 shutil.copytree(info, bundle / info.name, ignore=skip)
-    cached.parent.mkdir(exist_ok=True)
+    # A `pytest` command too: test scripts often call it rather than `python3 -m pytest`.
+    shim = bundle / "bin" / "pytest"
+    shim.parent.mkdir()
+    shim.write_text('#!/bin/sh\nexec python3 -m pytest "$@"\n')
+    shim.chmod(0o755)
     with contextlib.suppress(OSError):  # another process may have put its copy there first
         os.rename(bundle, cached)
-    return cached if cached.is_dir() else bundle
+    shutil.rmtree(scratch, ignore_errors=True)
+    return cached
 
 
 def uses_pytest(task: Task) -> bool:
@@ -138,10 +149,12 @@ def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
     sandbox.run(fresh, timeout=30)
     tests = sorted(task.tests_dir.iterdir()) if task.tests_dir.is_dir() else []
     sandbox.upload([*tests, *task.extra_test_files], TESTS_MOUNT)
+    command = task.test_command
     if uses_pytest(task):
         sandbox.upload([pytest_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
+        command = f"export PATH={PYTEST_MOUNT}/bin:$PATH; {command}"
     env = {"TEST_DIR": TESTS_MOUNT, "PYTHONPATH": PYTEST_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
-    run = sandbox.run(task.test_command, timeout=task.verifier_timeout_sec, env=env)
+    run = sandbox.run(command, timeout=task.verifier_timeout_sec, env=env)
     result.timings.verifier_sec = run.duration_sec
     result.verifier_output = run.output
     result.commands.append(

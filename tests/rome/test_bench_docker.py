@@ -80,7 +80,8 @@ def test_terminal_bench_layout_runs(provider, tmp_path) -> None:
     )
     write(d / "Dockerfile", "FROM python:3.11-slim\nWORKDIR /app\n")
     write(d / "solution.sh", "echo 42 > answer\n")  # relative: runs in the image's WORKDIR
-    write(d / "run-tests.sh", "cd $TEST_DIR && python3 -m pytest -rA test_outputs.py\n")
+    # `pytest` as a command: the harness brings pytest into images that lack it.
+    write(d / "run-tests.sh", "cd $TEST_DIR && pytest -rA test_outputs.py\n")
     write(
         d / "tests" / "test_outputs.py",
         "def test_answer():\n    assert open('/app/answer').read().strip() == '42'\n",
