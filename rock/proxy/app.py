@@ -1,7 +1,7 @@
 """The proxy's HTTP API: `create_app(config)`.
 
 Model routes (agents): `POST /v1/chat/completions` (episode by `X-Rock-Episode` or `X-Rock-Sandbox` header),
-`POST /episodes/{id}/v1/chat/completions`, `GET /v1/models`.
+`POST /episodes/{id}/v1/chat/completions`, `GET /v1/models` (and under `/episodes/{id}`).
 Control routes (rollout workers): `POST /episodes`, `GET /episodes/{id}`, `POST /episodes/{id}/end`,
 `PUT|DELETE /sandboxes/{id}/socket`, `GET /health`.
 """
@@ -64,6 +64,7 @@ def create_app(config: ProxyConfig) -> FastAPI:
         return {"status": "ok", "mode": config.mode}
 
     @app.get("/v1/models")
+    @app.get("/episodes/{episode_id}/v1/models")
     async def models() -> dict[str, Any]:
         name = config.model or (await upstream.model() if upstream and config.mode == "train" else "proxy")
         return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "rock-proxy"}]}

@@ -1,0 +1,79 @@
+"""One agent-native episode: sandbox, iflow agent (host side, ROCK executor) via the proxy, tests, chunks."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from rock.proxy.client import ProxyClient
+from roll.types import Trajectory
+from rome.bench.iflow_agent import IflowAgent
+from rome.bench.images import TaskImageError, ensure_image
+from rome.bench.rock_sandbox import RockProvider
+from rome.bench.tasks import Task
+from rome.bench.trial import TrialResult, run_trial
+
+
+@dataclass
+class AgentEpisode:
+    """What one episode produced. `trajectory` is None when the agent made no model call (then `trial` says
+    why: a build, sandbox or agent error)."""
+
+    trial: TrialResult
+    trajectory: Trajectory | None
+
+    @property
+    def reward(self) -> float:
+        return self.trial.reward
+
+
+def agent_context_settings() -> dict[str, object]:
+    """The context settings iflow runs with from an empty project folder (global settings still apply), which
+    the proxy must share so its compression thresholds fall where the agent's do."""
+    from iflow.settings import load_settings
+
+    folder = Path(tempfile.mkdtemp(prefix="ale-agentic-"))
+    try:
+        return load_settings(folder).context.model_dump(by_alias=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_agent_episode(
+    task: Task,
+    proxy: ProxyClient,
+    admin_url: str | None,
+    *,
+    attempt: int = 0,
+    group_id: str = "",
+    agent_timeout_s: float | None = None,
+) -> AgentEpisode:
+    """Run the iflow agent on `task` with its model at the proxy (which must be in train mode), grade it with
+    the task's tests, and collect the episode's chunks from the proxy as a trajectory."""
+    if agent_timeout_s is not None:
+        task = task.model_copy(update={"agent_timeout_sec": agent_timeout_s})
+    try:
+        image: str | None = ensure_image(task)
+        build_error = None
+    except TaskImageError as error:
+        image, build_error = None, str(error)
+    episode_id = proxy.open_episode(f"{task.id}-{uuid.uuid4().hex[:8]}", context=agent_context_settings())
+    try:
+        agent = IflowAgent(model=proxy.episode_url(episode_id))
+        trial = run_trial(task, attempt, agent, RockProvider(admin_url), image, build_error=build_error)
+    finally:
+        record = proxy.end_episode(episode_id)
+    chunks = [recorded.chunk for recorded in record.chunks]
+    trajectory = None
+    if chunks:
+        trajectory = Trajectory(
+            chunks=chunks,
+            reward=trial.reward,
+            task_id=task.id,
+            group_id=group_id,
+            metadata={"episode_id": episode_id, "failure_mode": trial.failure_mode, "attempt": attempt},
+        )
+    return AgentEpisode(trial=trial, trajectory=trajectory)

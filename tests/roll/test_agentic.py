@@ -1,0 +1,123 @@
+"""Agent-native episodes end to end: a real terminal task in a ROCK sandbox, the iflow agent on the host with
+its model at the ModelProxyService (train mode), whose engine is `roll serve` over a scripted engine (a test
+double for the model's choices, with the real tokenizer, chat template and tool-call parsing)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rock.proxy import ProxyClient, ProxyConfig
+from rock.proxy.server import ProxyThread
+from roll.rollout.agentic.episode import run_agent_episode
+from roll.rollout.agentic.scripted_engine import ScriptedEngine
+from rome.bench.tasks import Task, load_task
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
+
+
+def shell_call(command: str) -> str:
+    """A scripted reply calling iflow's shell tool, in the `<tool_call>` form the chat template parses."""
+    return (
+        "<tool_call>"
+        + json.dumps({"name": "run_shell_command", "arguments": {"command": command}})
+        + "</tool_call>"
+    )
+
+
+@pytest.fixture(scope="module")
+def scripted(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
+    """The scripted engine behind the real server app, on a free loopback port."""
+    import uvicorn
+
+    from roll.engine.server import create_app
+
+    engine = ScriptedEngine(tiny_moe.tokenizer)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(engine, tiny_moe), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the scripted engine server did not start"
+        time.sleep(0.05)
+    yield engine, f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    server.should_exit = True
+    thread.join(timeout=30)
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def fleet_url() -> Iterator[str]:
+    from rock.images import ensure_base_images
+    from rome.bench.fleet import LocalFleet
+
+    ensure_base_images()
+    with LocalFleet(slots=4) as fleet:
+        yield fleet.url
+
+
+@pytest.fixture(scope="module")
+def proxy(scripted: tuple[ScriptedEngine, str]) -> Iterator[ProxyClient]:
+    with (
+        ProxyThread(ProxyConfig(mode="train", upstream_url=scripted[1])) as thread,
+        ProxyClient(thread.url) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    loaded = load_task(SUITE / "trapezoid-integral")
+    assert isinstance(loaded, Task)
+    return loaded
+
+
+def run_scripted(
+    replies: list[str], engine: ScriptedEngine, proxy: ProxyClient, fleet_url: str, task: Task
+) -> tuple[Any, list[list[int]]]:
+    first = len(engine.prompts)
+    engine.push(*replies)
+    episode = run_agent_episode(task, proxy, fleet_url, agent_timeout_s=120)
+    return episode, engine.prompts[first:]
+
+
+def test_an_oracle_following_model_earns_reward_one(
+    scripted: tuple[ScriptedEngine, str], proxy: ProxyClient, fleet_url: str, task: Task, tiny_moe: Any
+):
+    engine = scripted[0]
+    solution = (task.path / "solution" / "solve.sh").read_text()
+    replies = [shell_call(solution), "The integral is in /app/integral.txt."]
+    episode, prompts = run_scripted(replies, engine, proxy, fleet_url, task)
+
+    assert episode.trial.failure_mode is None, episode.trial.error
+    assert episode.reward == 1.0
+    trajectory = episode.trajectory
+    assert trajectory is not None and len(trajectory.chunks) == 2
+    assert trajectory.reward == 1.0 and trajectory.task_id == task.id
+    end_of_turn = engine.end_of_turn
+    for chunk, reply, prompt in zip(trajectory.chunks, replies, prompts, strict=True):
+        assert chunk.output_ids == tiny_moe.tokenizer.encode(reply, add_special_tokens=False) + end_of_turn
+        assert chunk.context_ids == prompt  # exactly what the engine was conditioned on
+    # The tool's result reached the model: the second context holds the shell's exit code.
+    assert "Exit code: 0" in tiny_moe.tokenizer.decode(trajectory.chunks[1].context_ids)
+
+
+def test_a_wrong_model_earns_reward_zero(
+    scripted: tuple[ScriptedEngine, str], proxy: ProxyClient, fleet_url: str, task: Task
+):
+    replies = [shell_call("echo 1.0 > /app/integral.txt"), "Done."]
+    episode, _ = run_scripted(replies, scripted[0], proxy, fleet_url, task)
+
+    assert episode.reward == 0.0 and episode.trial.failure_mode is None
+    assert episode.trajectory is not None and len(episode.trajectory.chunks) == 2
+    assert episode.trajectory.reward == 0.0
