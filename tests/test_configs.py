@@ -1,10 +1,12 @@
 """Every file shipped under configs/ loads and validates against its schema.
 
-A new config file needs its schema in CONFIG_SCHEMAS (file name relative to configs/ -> "module:Class").
+A new config file needs its schema in CONFIG_SCHEMAS (a glob on the path relative to configs/ ->
+"module:Class"); JSONL data files under configs/data/ are read with their reader.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 from pathlib import Path
 
@@ -12,10 +14,12 @@ import pytest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIG_SCHEMAS = {
-    "sft.yaml": "roll.sft.config:SFTConfig",
+    "sft*.yaml": "roll.sft.config:SFTConfig",
+    "ipa*.yaml": "roll.pipeline.config:TrainConfig",
+    "grpo*.yaml": "roll.pipeline.config:TrainConfig",
 }
 DATA_READERS = {
-    "data/sft_sample.jsonl": "roll.sft.data:read_examples",
+    "data/*.jsonl": "roll.sft.data:read_examples",
 }
 
 
@@ -33,8 +37,10 @@ def test_config_file_validates(name: str) -> None:
     from roll.config import load_config
 
     path = CONFIGS / name
-    if name in DATA_READERS:
-        assert _resolve(DATA_READERS[name])(path)
+    readers = [target for pattern, target in DATA_READERS.items() if fnmatch.fnmatch(name, pattern)]
+    if readers:
+        assert _resolve(readers[0])(path)
         return
-    assert name in CONFIG_SCHEMAS, f"configs/{name} has no schema: add it to CONFIG_SCHEMAS in {__file__}"
-    load_config(_resolve(CONFIG_SCHEMAS[name]), path)
+    schemas = [target for pattern, target in CONFIG_SCHEMAS.items() if fnmatch.fnmatch(name, pattern)]
+    assert schemas, f"configs/{name} has no schema: add it to CONFIG_SCHEMAS in {__file__}"
+    load_config(_resolve(schemas[0]), path)
