@@ -16,7 +16,9 @@ import pytest
 
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
+from roll.rollout.agentic.agent import CONTINUE_PROMPT
 from roll.rollout.agentic.episode import run_agent_episode
+from roll.rollout.agentic.expert import oracle_expert
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from rome.bench.tasks import Task, load_task
 
@@ -121,3 +123,21 @@ def test_a_wrong_model_earns_reward_zero(
     assert episode.reward == 0.0 and episode.trial.failure_mode is None
     assert episode.trajectory is not None and len(episode.trajectory.chunks) == 2
     assert episode.trajectory.reward == 0.0
+
+
+def test_a_prefilled_episode_continues_after_the_expert_steps(
+    scripted: tuple[ScriptedEngine, str], proxy: ProxyClient, fleet_url: str, task: Task, tiny_moe: Any
+):
+    expert = oracle_expert(task)
+    assert len(expert) == 2  # the solution's one statement, then the final message
+    engine = scripted[0]
+    first = len(engine.prompts)
+    engine.push("Finished.")
+    episode = run_agent_episode(task, proxy, fleet_url, agent_timeout_s=120, expert=expert, start=1)
+
+    assert episode.reward == 1.0, episode.trial.error  # the replayed solution did the work
+    trajectory = episode.trajectory
+    assert trajectory is not None and len(trajectory.chunks) == 1 and trajectory.metadata["start"] == 1
+    context = tiny_moe.tokenizer.decode(trajectory.chunks[0].context_ids)
+    assert "Exit code: 0" in context and CONTINUE_PROMPT in context and "integral.txt" in context
+    assert engine.prompts[first:] == [trajectory.chunks[0].context_ids]

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rock.proxy.client import ProxyClient
+from roll.rollout.agentic.agent import ResampledIflowAgent
+from roll.rollout.agentic.expert import ExpertStep
 from roll.types import Trajectory
-from rome.bench.iflow_agent import IflowAgent
+from rome.bench.iflow_agent import resolve_endpoint
 from rome.bench.images import TaskImageError, ensure_image
 from rome.bench.rock_sandbox import RockProvider
 from rome.bench.tasks import Task
@@ -50,9 +52,15 @@ def run_agent_episode(
     attempt: int = 0,
     group_id: str = "",
     agent_timeout_s: float | None = None,
+    expert: list[ExpertStep] | None = None,
+    start: int = 0,
+    max_turns: int = 20,
 ) -> AgentEpisode:
     """Run the iflow agent on `task` with its model at the proxy (which must be in train mode), grade it with
-    the task's tests, and collect the episode's chunks from the proxy as a trajectory."""
+    the task's tests, and collect the episode's chunks from the proxy as a trajectory.
+
+    With `expert` and `start = k`, the first k expert steps are replayed before the policy continues
+    (initialized resampling); the trajectory holds the policy's chunks only, its metadata the start."""
     if agent_timeout_s is not None:
         task = task.model_copy(update={"agent_timeout_sec": agent_timeout_s})
     try:
@@ -62,7 +70,9 @@ def run_agent_episode(
         image, build_error = None, str(error)
     episode_id = proxy.open_episode(f"{task.id}-{uuid.uuid4().hex[:8]}", context=agent_context_settings())
     try:
-        agent = IflowAgent(model=proxy.episode_url(episode_id))
+        base_url, model = resolve_endpoint(proxy.episode_url(episode_id))
+        assert base_url is not None and model is not None
+        agent = ResampledIflowAgent(base_url, model, expert, start, max_turns)
         trial = run_trial(task, attempt, agent, RockProvider(admin_url), image, build_error=build_error)
     finally:
         record = proxy.end_episode(episode_id)
@@ -74,6 +84,11 @@ def run_agent_episode(
             reward=trial.reward,
             task_id=task.id,
             group_id=group_id,
-            metadata={"episode_id": episode_id, "failure_mode": trial.failure_mode, "attempt": attempt},
+            metadata={
+                "episode_id": episode_id,
+                "failure_mode": trial.failure_mode,
+                "attempt": attempt,
+                "start": start,
+            },
         )
     return AgentEpisode(trial=trial, trajectory=trajectory)

@@ -1,0 +1,115 @@
+"""Initialized resampling's pure parts: expert steps from solutions and episodes, the start-point schedule,
+parallel anchors and crucial-fork detection (hand-computed cases)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roll.rollout.agentic.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
+from roll.rollout.agentic.resampling import SequentialRollback, crucial_fork
+from rome.bench.tasks import Task, load_task
+
+SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
+
+SCRIPT = """#!/bin/bash
+set -euo pipefail
+# make the folder
+mkdir -p /app/out
+
+cat > /app/out/a.py <<'PY'
+for i in range(3):
+    print(i)
+PY
+for f in /app/*.txt; do
+  wc -l "$f"
+done
+if [ -f /app/x ]; then echo yes; fi
+sort /app/in.txt \\
+  | uniq -c > /app/out/counts.txt
+echo done
+"""
+
+
+def test_split_statements_keeps_heredocs_blocks_and_continuations_whole():
+    assert split_statements(SCRIPT) == [
+        "mkdir -p /app/out",
+        "cat > /app/out/a.py <<'PY'\nfor i in range(3):\n    print(i)\nPY",
+        'for f in /app/*.txt; do\n  wc -l "$f"\ndone',
+        "if [ -f /app/x ]; then echo yes; fi",
+        "sort /app/in.txt \\\n  | uniq -c > /app/out/counts.txt",
+        "echo done",
+    ]
+
+
+def test_oracle_expert_is_the_solution_then_a_final_message():
+    task = load_task(SUITE / "fix-permissions")
+    assert isinstance(task, Task)
+    steps = oracle_expert(task)
+    assert [step.command is None for step in steps] == [False] * 4 + [True]
+    assert all(step.command.startswith("find /srv/www") for step in steps[:4])  # type: ignore[union-attr]
+    message = steps[0].assistant_message("c0")
+    assert message["tool_calls"][0]["function"]["name"] == "run_shell_command"
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"command": steps[0].command}
+
+
+def test_expert_from_a_recorded_episode():
+    call = {
+        "id": "1",
+        "type": "function",
+        "function": {"name": "run_shell_command", "arguments": '{"command": "ls"}'},
+    }
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "1", "content": "Output:\na\nExit code: 0"},
+        {"role": "assistant", "content": "all done"},
+    ]
+    assert expert_from_messages(messages) == [
+        ExpertStep(command="ls"),
+        ExpertStep(command=None, content="all done"),
+    ]
+
+
+def test_sequential_rollback_moves_back_when_the_start_is_learned():
+    schedule = SequentialRollback(num_chunks=3, threshold=0.5, min_samples=2)
+    assert schedule.current == 2
+    schedule.record(2, False)
+    schedule.record(2, False)
+    assert schedule.current == 2  # 0/2 < 0.5
+    schedule.record(2, True)
+    assert schedule.current == 2  # 1/3 < 0.5
+    schedule.record(2, True)
+    assert schedule.current == 1  # 2/4 >= 0.5
+    schedule.record(1, True)
+    assert schedule.current == 1  # one sample is below min_samples
+    schedule.record(1, True)
+    assert schedule.current == 0
+    schedule.record(0, True)
+    schedule.record(0, True)
+    assert schedule.current == 0  # never below 0
+    assert schedule.rates() == {0: 1.0, 1: 1.0, 2: 0.5}
+
+
+def test_anchors_are_the_current_start_and_those_before_it():
+    schedule = SequentialRollback(num_chunks=5)
+    assert schedule.anchors(3) == [4, 3, 2]
+    assert schedule.anchors(7) == [4, 3, 2, 1, 0, 0, 0]
+    with pytest.raises(ValueError, match="at least 1"):
+        schedule.anchors(0)
+
+
+def test_crucial_fork_is_the_largest_jump_in_success():
+    assert crucial_fork({0: 0.0, 1: 0.1, 2: 0.8, 3: 0.9}) == 1
+    assert crucial_fork({0: 0.0, 1: 0.2, 2: 0.3}) is None  # no jump reaches 0.3
+    assert crucial_fork({0: 0.0, 2: 1.0}) is None  # no adjacent start points
+    assert crucial_fork({0: 0.5, 1: 0.9, 2: 1.0}, min_gap=0.4) == 0
+
+
+def test_bad_schedules_are_refused():
+    with pytest.raises(ValueError, match="at least one chunk"):
+        SequentialRollback(num_chunks=0)
+    with pytest.raises(ValueError, match=r"outside 0\.\.2"):
+        SequentialRollback(num_chunks=2).record(3, True)
