@@ -24,6 +24,8 @@ def serve(
     model: Annotated[str | None, typer.Option(help="Model name sent upstream.")] = None,
     record: Annotated[Path | None, typer.Option(help="JSONL file every deploy call is appended to.")] = None,
     replay: Annotated[Path | None, typer.Option(help="JSONL recording to answer from (replay).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Train: cap on each call's output tokens.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Train: temperature of every call.")] = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8090,
     unix_socket: Annotated[
@@ -45,6 +47,8 @@ def serve(
                 "model": model,
                 "record_path": record,
                 "replay_path": replay,
+                "max_tokens": max_tokens,
+                "temperature": temperature,
             }
         )
     except ValidationError as error:

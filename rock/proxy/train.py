@@ -36,6 +36,8 @@ class TrainMode:
 
     def __init__(self, engine: Upstream, store: EpisodeStore) -> None:
         self.engine = engine
+        self.max_tokens = engine.config.max_tokens
+        self.temperature = engine.config.temperature
         self.store = store
         self.counter = CharEstimateCounter()
 
@@ -43,7 +45,7 @@ class TrainMode:
         if body.get("n", 1) != 1:
             raise ProxyError("train mode answers n=1 only (one chunk per call); omit n", code="invalid_value")
         started = time.perf_counter()
-        sampling = {key: body[key] for key in SAMPLING_FIELDS if body.get(key) is not None}
+        sampling = self._sampling(body)
         messages, summarized = await self._context(body["messages"], episode, sampling)
         request = sampling | {key: body[key] for key in TOOL_FIELDS if body.get(key) is not None}
         request |= {"model": await self.engine.model(), "messages": messages, "return_token_ids": True}
@@ -73,6 +75,16 @@ class TrainMode:
             ),
         )
         return _openai_answer(response)
+
+    def _sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The agent's sampling fields under the proxy's temperature and output cap."""
+        sampling = {key: body[key] for key in SAMPLING_FIELDS if body.get(key) is not None}
+        if self.temperature is not None:
+            sampling["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            asked = sampling.pop("max_completion_tokens", None) or sampling.get("max_tokens")
+            sampling["max_tokens"] = min(asked or self.max_tokens, self.max_tokens)
+        return sampling
 
     async def _context(
         self, messages: list[dict[str, Any]], episode: Episode, sampling: dict[str, Any]

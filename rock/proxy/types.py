@@ -32,6 +32,14 @@ class ProxyConfig(BaseModel):
     )
     record_path: Path | None = Field(None, description="JSONL file each deploy call is appended to")
     replay_path: Path | None = Field(None, description="JSONL recording answered from, in order (replay)")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Train mode: cap on each call's output tokens (the agent's own limit if lower)",
+    )
+    temperature: float | None = Field(
+        None, ge=0, description="Train mode: sampling temperature for every call (None: the agent's)"
+    )
     max_retries: int = Field(4, ge=0, description="Retries of a 429/5xx or unreachable upstream (deploy)")
     backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles each retry")
     timeout_s: float = Field(600.0, gt=0, description="Read timeout of one upstream call")

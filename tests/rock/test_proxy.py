@@ -178,6 +178,18 @@ def test_train_streams_the_recorded_answer(train_proxy: ProxyThread):
     assert len(chunks) == 2 and chunks[0].chunk.output_ids == chunks[1].chunk.output_ids
 
 
+def test_train_caps_output_tokens(engine: str):
+    with ProxyThread(ProxyConfig(mode="train", upstream_url=engine, max_tokens=3)) as proxy:
+        client = ProxyClient(proxy.url)
+        episode = client.open_episode()
+        agent = openai.OpenAI(base_url=client.episode_url(episode), api_key="unused")
+        answer = agent.chat.completions.create(
+            model="any", messages=[{"role": "user", "content": "Count."}], **GREEDY
+        )
+        chunk = client.end_episode(episode).chunks[0].chunk
+    assert answer.usage is not None and answer.usage.completion_tokens == len(chunk.output_ids) <= 3
+
+
 def test_train_needs_an_episode(train_proxy: ProxyThread):
     body = {"model": "any", "messages": [{"role": "user", "content": "hi"}]}
     missing = httpx.post(f"{train_proxy.url}/v1/chat/completions", json=body)
