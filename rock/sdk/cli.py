@@ -50,6 +50,9 @@ def create(
     egress: Annotated[
         list[str] | None, typer.Option(help="With bridge: an IPv4 network it may reach (CIDR), repeatable.")
     ] = None,
+    user: Annotated[
+        str, typer.Option(help="uid:gid to run as; root (0:0) gets the capabilities a root shell needs.")
+    ] = "1000:1000",
     env: Annotated[list[str] | None, typer.Option(help="KEY=VALUE, repeatable.")] = None,
     admin_url: AdminUrl = None,
     api_key: ApiKey = None,
@@ -73,6 +76,7 @@ def create(
             idle_timeout=idle_timeout,
             network=network,
             egress=egress or [],
+            user=user,
             env={k: v for k, _, v in pairs},
         )  # type: ignore[arg-type]
     except ValidationError as exc:

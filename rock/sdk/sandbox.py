@@ -30,6 +30,7 @@ class SandboxOptions(TypedDict, total=False):
     idle_timeout: float
     network: Network
     egress: list[str]
+    user: str
     env: dict[str, str]
     build_context: str
     start_timeout: float

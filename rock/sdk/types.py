@@ -32,6 +32,7 @@ __all__ = [
     "parse_memory",
 ]
 
+_USER = re.compile(r"^(\d+)(?::(\d+))?$")
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -107,6 +108,10 @@ class SandboxSpec(BaseModel):
             raise ValueError("egress lists the networks a bridge sandbox may reach: set network='bridge' too")
         return self
 
+    user: str = "1000:1000"
+    """`uid:gid` the sandbox's processes run as (a lone `uid` means `uid:uid`; `root` means `0:0`). The
+    default is an unprivileged user with no capabilities. Root (for terminal tasks written for a root shell)
+    gets back only the capabilities such a shell needs; see `rock.worker.containers.ROOT_CAPABILITIES`."""
     env: dict[str, str] = Field(default_factory=dict)
     start_timeout: float = Field(60.0, gt=0)
     """Seconds the rocklet may take to answer after the container starts."""
@@ -117,9 +122,25 @@ class SandboxSpec(BaseModel):
         parse_memory(value)
         return value
 
+    @field_validator("user")
+    @classmethod
+    def _user_is_numeric(cls, value: str) -> str:
+        match = _USER.match("0" if value.strip() == "root" else value.strip())
+        if not match:
+            raise ValueError(
+                f"user {value!r} is not 'uid:gid', 'uid' or 'root'; give numbers, e.g. '1000:1000' or '0:0' "
+                "(names other than root mean nothing in an arbitrary image)"
+            )
+        uid, gid = match.group(1), match.group(2) or match.group(1)
+        return f"{int(uid)}:{int(gid)}"
+
     @property
     def memory_bytes(self) -> int:
         return parse_memory(self.memory)
+
+    @property
+    def is_root(self) -> bool:
+        return self.user.partition(":")[0] == "0"
 
 
 class CreateSandboxRequest(SandboxSpec):

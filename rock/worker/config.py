@@ -42,8 +42,6 @@ class WorkerConfig(BaseModel):
     state_dir: Path = Field(default_factory=default_state_dir)
     """Per-sandbox socket folders live under STATE_DIR/run (keep it short: unix socket paths ≤ 107 bytes)."""
     heartbeat_interval: float = Field(2.0, gt=0)
-    uid: str = "1000:1000"
-    """user:group the sandbox's processes run as."""
 
     @field_validator("memory")
     @classmethod

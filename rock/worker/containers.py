@@ -20,6 +20,20 @@ LABEL_WORKER = "rock.worker"
 LABEL_SANDBOX = "rock.sandbox"
 LABEL_OWNER = "rock.owner"
 HOME = "/home/rock"
+ROOT_HOME = "/root"
+ROOT_CAPABILITIES = [
+    "CHOWN",  # chown files (dpkg, tar -p, `chown app:app /srv/data`)
+    "DAC_OVERRIDE",  # read and write files whatever their mode, as root expects
+    "FOWNER",  # chmod / utime / set ACLs on files root does not own
+    "FSETID",  # keep setuid/setgid bits when root edits such files
+    "SETUID",  # drop to another user: apt's _apt sandbox, su, runuser, services
+    "SETGID",
+    "KILL",  # signal processes of the other users it started
+    "NET_BIND_SERVICE",  # serve on ports below 1024 (inside the sandbox: its own loopback)
+]
+"""What a root shell in a terminal task needs, and no more. Left out of Docker's defaults: MKNOD (device
+nodes), NET_RAW (raw sockets: spoofing on a bridge network), SETPCAP and SETFCAP (granting capabilities),
+SYS_CHROOT and AUDIT_WRITE. no-new-privileges still stops any setuid binary from gaining more."""
 
 
 def connect(pool_size: int) -> docker.DockerClient:
@@ -37,12 +51,12 @@ def container_name(sandbox_id: str) -> str:
     return f"rock-{sandbox_id}"
 
 
-def make_host_dir(path: Path, uid: str) -> None:
-    """The per-sandbox socket folder, writable by the sandbox's unprivileged user."""
+def make_host_dir(path: Path, user: str) -> None:
+    """The per-sandbox socket folder, writable by the sandbox's user (`uid:gid`)."""
     path.mkdir(parents=True, exist_ok=True)
-    user, _, group = uid.partition(":")
+    uid, _, gid = user.partition(":")
     if os.geteuid() == 0:
-        os.chown(path, int(user), int(group or user))
+        os.chown(path, int(uid), int(gid or uid))
     else:
         path.chmod(0o777)
 
@@ -57,7 +71,6 @@ def start_container(
     spec: SandboxSpec,
     runtime_dir: Path,
     host_dir: Path,
-    uid: str,
     command: list[str],
     env: dict[str, str],
 ) -> str:
@@ -66,28 +79,32 @@ def start_container(
     The CPU limit is set by `limit_cpus` once the rocklet answers: the interpreter's start then runs at full
     speed (under a 0.25-CPU quota it would take four times as long), and no user command runs before it.
     """
-    user, _, group = uid.partition(":")
+    uid, _, gid = spec.user.partition(":")
+    # Root gets its own home from the image, as in `docker run`; any other user a fresh one on a tmpfs.
+    home = ROOT_HOME if spec.is_root else HOME
+    tmpfs = {"/tmp": "mode=1777"} | ({} if spec.is_root else {HOME: f"uid={uid},gid={gid},mode=0755"})
     container = client.containers.create(
         image,
         command=command,
         name=container_name(sandbox_id),
         detach=True,
-        user=uid,
-        # A shell running as an unprivileged user needs no capability, so none is kept.
+        user=spec.user,
+        # An unprivileged user's shell needs no capability, so none is kept; root gets a short list back.
         cap_drop=["ALL"],
+        cap_add=ROOT_CAPABILITIES if spec.is_root else None,
         security_opt=["no-new-privileges"],
         network_mode=spec.network,
         mem_limit=spec.memory_bytes,
         memswap_limit=spec.memory_bytes,
         pids_limit=spec.pids,
         labels={LABEL_WORKER: worker_id, LABEL_SANDBOX: sandbox_id, LABEL_OWNER: owner},
-        environment={"HOME": HOME, **env, **spec.env},
+        environment={"HOME": home, **env, **spec.env},
         volumes={
             str(runtime_dir): {"bind": "/opt/rock", "mode": "ro"},
             str(host_dir): {"bind": "/run/rock", "mode": "rw"},
         },
-        tmpfs={HOME: f"uid={user},gid={group or user},mode=0755", "/tmp": "mode=1777"},
-        working_dir=HOME,
+        tmpfs=tmpfs,
+        working_dir=home,
     )
     try:
         container.start()

@@ -147,7 +147,7 @@ class WorkerService:
         host_dir = self.config.run_dir / sandbox_id
         try:
             image = await self._image(spec)
-            await self._blocking(containers.make_host_dir, host_dir, self.config.uid)
+            await self._blocking(containers.make_host_dir, host_dir, spec.user)
             try:
                 container_id = await self._blocking(
                     containers.start_container,
@@ -159,7 +159,6 @@ class WorkerService:
                     spec=spec,
                     runtime_dir=self.runtime_dir,
                     host_dir=host_dir,
-                    uid=self.config.uid,
                     command=rocklet_container_command(),
                     env=rocklet_container_env(),
                 )

@@ -92,7 +92,8 @@ def terminal_pro(
     admin_url: Annotated[
         str | None,
         typer.Option(
-            help="Use this ROCK admin, not a private fleet (its worker must run sandboxes as root)."
+            envvar="ROCK_ADMIN_URL",
+            help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
         ),
     ] = None,
 ) -> None:
@@ -163,7 +164,8 @@ def validate(
     admin_url: Annotated[
         str | None,
         typer.Option(
-            help="Use this ROCK admin, not a private fleet (its worker must run sandboxes as root)."
+            envvar="ROCK_ADMIN_URL",
+            help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
         ),
     ] = None,
 ) -> None:

@@ -1,9 +1,9 @@
-"""A private ROCK fleet (admin + one local worker) for one rome-bench run.
+"""A private ROCK fleet (`rock admin serve` with its local worker) for one rome-bench run without an admin.
 
-Terminal tasks (Harbor, Terminal-Bench) are written for a root shell: they edit /app, /etc, /srv, /root.
-ROCK's default worker runs sandbox processes as uid 1000, so the harness starts its own fleet whose worker
-runs them as uid 0, still with every capability dropped, no-new-privileges and no network.
-`python -m rome.bench.fleet --port P --state-dir D --worker-id W` is that fleet's process.
+It is the standard fleet: terminal tasks get their root shell per sandbox (`user="root"`, see
+rome.bench.rock_sandbox), as they would on any admin. `python -m rome.bench.fleet --port P --state-dir D
+--worker-id W --parent-pid PID` runs `rock admin serve` and removes the fleet's containers when it stops,
+or when the rome-bench process that started it dies without stopping it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-
-SANDBOX_UID = "0:0"
 
 
 def _free_port() -> int:
@@ -116,13 +114,6 @@ def _stop_when_orphaned(parent_pid: int, worker_id: str, state_dir: Path) -> Non
 
 
 def main() -> None:
-    import asyncio
-    import logging
-
-    from rock.admin.config import AdminConfig
-    from rock.admin.server import serve_admin
-    from rock.worker.config import WorkerConfig
-
     parser = argparse.ArgumentParser(description="rome-bench's private ROCK fleet")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--state-dir", type=Path, required=True)
@@ -130,14 +121,26 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=64)
     parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args()
+    serve = ["admin", "serve", "--port", str(args.port), "--state-dir", str(args.state_dir)]
+    serve += ["--worker-id", args.worker_id, "--worker-slots", str(args.slots), "--log-level", "warning"]
+    admin = subprocess.Popen([sys.executable, "-m", "rock.cli", *serve])
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     watchdog_args = (args.parent_pid, args.worker_id, args.state_dir)
     threading.Thread(target=_stop_when_orphaned, args=watchdog_args, daemon=True).start()
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    worker = WorkerConfig(id=args.worker_id, state_dir=args.state_dir, slots=args.slots, uid=SANDBOX_UID)
-    config = AdminConfig(port=args.port, state_dir=args.state_dir, local_worker=worker)
     try:
-        asyncio.run(serve_admin(config, log_level="warning"))
+        admin.wait()
     finally:
+        if admin.poll() is None:
+            admin.terminate()
+            try:
+                admin.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                admin.kill()
+                admin.wait()
         remove_containers(args.worker_id)
 
 

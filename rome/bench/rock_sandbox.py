@@ -37,6 +37,8 @@ class RockSandbox:
                 ttl=task.agent_timeout_sec + task.verifier_timeout_sec + TTL_MARGIN_SEC,
                 idle_timeout=max(task.agent_timeout_sec, task.verifier_timeout_sec) + BACKSTOP_SEC,
                 queue_timeout=600.0,
+                # Terminal tasks are written for a root shell (they edit /app, /etc, /root).
+                user="root",
                 admin_url=admin_url,
             )
         except RockError as exc:

@@ -131,6 +131,37 @@ def test_a_default_sandbox_has_no_network(fleet: Fleet):
         )
 
 
+def test_a_root_sandbox_writes_root_owned_places_and_chowns(fleet: Fleet):
+    with Sandbox("python:3.11", admin_url=fleet.url, user="root", **SMALL) as sandbox:
+        assert sandbox.info.spec.user == "0:0"
+        assert sandbox.run("id -u; echo $HOME; pwd").output.split() == ["0", "/root", "/root"]
+        done = sandbox.run(
+            "echo secret > /root/note && mkdir -p /srv/data && touch /srv/data/f "
+            "&& chown 1000:1000 /srv/data/f && stat -c %u:%g /srv/data/f && cat /root/note "
+            "&& echo ok > /etc/rock-test"
+        )
+        assert (done.exit_code, done.output.split()) == (0, ["1000:1000", "secret"])
+        # A root shell still cannot add routes, mount, or reach the network.
+        assert sandbox.run("mount -t tmpfs none /mnt").exit_code != 0
+        assert sandbox.run("cat /proc/net/dev | tail -n +3 | cut -d: -f1").output.split() == ["lo"]
+        host = docker.from_env().api.inspect_container(f"rock-{sandbox.id}")["HostConfig"]
+        assert host["CapDrop"] == ["ALL"] and "SYS_ADMIN" not in host["CapAdd"] and "CHOWN" in host["CapAdd"]
+        assert (host["NetworkMode"], host["SecurityOpt"]) == ("none", ["no-new-privileges"])
+
+
+def test_a_default_sandbox_is_uid_1000_and_cannot_write_root_owned_places(fleet: Fleet):
+    with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
+        assert sandbox.run("id -u").output.strip() == "1000"
+        assert sandbox.run("echo x > /root/note").exit_code != 0
+        assert sandbox.run("touch /tmp/f && chown 0:0 /tmp/f").exit_code != 0
+        assert not docker.from_env().api.inspect_container(f"rock-{sandbox.id}")["HostConfig"]["CapAdd"]
+
+
+def test_a_root_busybox_sandbox_runs_its_rocklet(fleet: Fleet):
+    with Sandbox("busybox", admin_url=fleet.url, user="root", **SMALL) as sandbox:
+        assert sandbox.run("id -u && touch /root/x && echo ok").output.split() == ["0", "ok"]
+
+
 def test_the_busybox_image_works_without_python_or_libc(fleet: Fleet):
     with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
         sandbox.run("cd /tmp && export N=7")
