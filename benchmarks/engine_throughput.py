@@ -2,8 +2,9 @@
 
 16 chat requests arrive at once, shaped like an agent's traffic: every one starts with the same system prompt
 and tool descriptions; some are fresh questions, some carry several turns of tool calls and results, some
-paste a long file. Output lengths are mixed (16 to 128 tokens). All three contenders decode greedily and
-produce exactly the requested number of tokens per request (eos ignored), so they do the same useful work:
+paste a long file. Output lengths are mixed (32 to 256 tokens: a bare tool call, or reasoning and a tool
+call). All three contenders decode greedily and produce exactly the requested number of tokens per request
+(eos ignored, as an ordinary token), so they do the same useful work:
 
 - engine: all 16 submitted to `TorchEngine` concurrently (continuous batching, chunked prefill, prefix reuse);
 - sequential: transformers `generate`, one request after the other;
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from roll.engine.reference import eos_token_ids
+from roll.engine.reference import batched_generate
 from roll.engine.torch_engine import TorchEngine, TorchEngineConfig
 from roll.engine.types import GenerateRequest, SamplingParams
 from roll.models import LoadedModel, load_model
@@ -107,7 +108,7 @@ def agentic_mix(
     """(prompt token ids, output length) per request; seeded, so every run sees the same mix."""
     rng = random.Random(seed)
     kinds = ["question", "turns", "file", "turns"]
-    outputs = [n for n in (16, 32, 48, 64, 96, 128) if n <= max_output]
+    outputs = [n for n in (32, 64, 96, 128, 192, 256) if n <= max_output]
     mix = []
     for index in range(count):
         messages = _conversation(rng, kinds[index % len(kinds)])
@@ -143,31 +144,12 @@ class _FirstToken(BaseStreamer):
         pass
 
 
-def _generate(loaded: LoadedModel, prompts: list[list[int]], new_tokens: int, streamer: BaseStreamer | None):
-    eos = eos_token_ids(loaded)
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[eos[0]] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    with torch.inference_mode():
-        out = loaded.model.generate(
-            ids,
-            attention_mask=mask,
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=eos[0],
-            streamer=streamer,
-        )
-    return out[:, width:].tolist()
-
-
 def run_sequential(loaded: LoadedModel, mix: list[tuple[list[int], int]]) -> Run:
     start = time.perf_counter()
     ttft, outputs = [], []
     for prompt, length in mix:
         streamer = _FirstToken()
-        outputs.append(_generate(loaded, [prompt], length, streamer)[0])
+        outputs.append(batched_generate(loaded, [prompt], length, ignore_eos=True, streamer=streamer)[0])
         ttft.append((streamer.first or time.perf_counter()) - start)
     return Run(time.perf_counter() - start, ttft, outputs)
 
@@ -175,7 +157,9 @@ def run_sequential(loaded: LoadedModel, mix: list[tuple[list[int], int]]) -> Run
 def run_padded_batch(loaded: LoadedModel, mix: list[tuple[list[int], int]]) -> Run:
     start = time.perf_counter()
     streamer = _FirstToken()
-    rows = _generate(loaded, [p for p, _ in mix], max(n for _, n in mix), streamer)
+    rows = batched_generate(
+        loaded, [p for p, _ in mix], max(n for _, n in mix), ignore_eos=True, streamer=streamer
+    )
     seconds = time.perf_counter() - start
     first = (streamer.first or start) - start
     return Run(seconds, [first] * len(mix), [row[:n] for row, (_, n) in zip(rows, mix, strict=True)])
@@ -235,7 +219,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=16)
-    parser.add_argument("--quick", action="store_true", help="8 requests, outputs of at most 48 tokens")
+    parser.add_argument("--quick", action="store_true", help="8 requests, outputs of at most 64 tokens")
     parser.add_argument("--model", default="builtin:smollm2-135m-instruct")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads for all three (default: torch's)"
@@ -243,7 +227,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    count, max_output = (8, 48) if args.quick else (args.requests, 128)
+    count, max_output = (8, 64) if args.quick else (args.requests, 256)
 
     loaded = load_model(args.model)
     mix = agentic_mix(loaded, count, max_output)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from transformers.generation.streamers import BaseStreamer
 
 from roll.models import LoadedModel
 
@@ -23,27 +24,37 @@ def greedy_generate(
 
 
 def batched_generate(
-    loaded: LoadedModel, prompts: list[list[int]], max_new_tokens: int, ignore_eos: bool = False
+    loaded: LoadedModel,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    ignore_eos: bool = False,
+    streamer: BaseStreamer | None = None,
 ) -> list[list[int]]:
-    """transformers' greedy `generate` of several prompts as one left-padded batch; completions end at eos."""
+    """transformers' greedy `generate` of several prompts as one left-padded batch.
+
+    Completions end at eos, or with `ignore_eos` run to `max_new_tokens` with eos an ordinary token (as in the
+    engine; `min_new_tokens` would instead forbid eos and change the tokens).
+    """
     eos = eos_token_ids(loaded)
     width = max(len(p) for p in prompts)
     pad = eos[0]
-    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    device = loaded.model.device
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
     with torch.inference_mode():
         out = loaded.model.generate(
             ids,
             attention_mask=mask,
             max_new_tokens=max_new_tokens,
-            min_new_tokens=max_new_tokens if ignore_eos else None,
             do_sample=False,
-            eos_token_id=eos,
+            # An id past the vocabulary: generate replaces an unset eos with the model's; this never comes.
+            eos_token_id=[loaded.model.config.get_text_config().vocab_size] if ignore_eos else eos,
             pad_token_id=pad,
+            streamer=streamer,
         )
     completions = []
     for row in out[:, width:].tolist():
-        end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row)) if not ignore_eos else len(row)
+        end = len(row) if ignore_eos else next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
         completions.append(row[:end])
     return completions
 

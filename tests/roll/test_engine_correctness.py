@@ -109,7 +109,7 @@ async def test_requests_arriving_mid_decode_join_the_running_batch(
     assert (await late_task).completions[0].token_ids == greedy_generate(tiny_moe, late, 10)
 
 
-@pytest.mark.parametrize("model_name", ["tiny_moe", "smollm2"])
+@pytest.mark.parametrize("model_name", ["tiny_moe", pytest.param("smollm2", marks=pytest.mark.slow)])
 async def test_logprobs_equal_a_plain_forward_pass(
     model_name: str, request_fixture: pytest.FixtureRequest
 ) -> None:
