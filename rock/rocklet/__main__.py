@@ -27,6 +27,7 @@ def main(argv: list[str]) -> None:
     os.makedirs(state_dir, exist_ok=True)
     app = Rocklet(state_dir)
     server = make_server(socket_path, app)
+    app.open_default_session()
     if os.getpid() == 1:
         threading.Thread(target=reap_orphans_forever, name="reaper", daemon=True).start()
 

@@ -13,6 +13,7 @@ Routes (JSON unless noted; errors are `{"error": {"type", "message"}}` with the 
   POST   /forwarders                  ForwarderRequest -> {"port", "target_socket"}
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -29,6 +30,7 @@ from rock.rocklet.wire import HttpServer, Response, split_target
 
 VERSION = "1"
 DEFAULT_SOCKET = "/run/rock/rocklet.sock"
+DEFAULT_SESSION = "default"
 
 
 class Rocklet:
@@ -40,9 +42,33 @@ class Rocklet:
         self.sessions: dict[str, ShellSession] = {}
         self.sessions_lock = threading.Lock()
         self.forwarders = Forwarders()
+        self._opening: threading.Thread | None = None
+        self._unused: set[str] = set()
+
+    def open_default_session(self) -> None:
+        """Open the default session in the background, so the sandbox's first `run` finds its shell ready
+        instead of waiting for one to start. Until someone uses it, `create_session` may replace it."""
+
+        def open_it() -> None:
+            with contextlib.suppress(RockletError):  # no shell in this image: `run` says so when asked
+                self.create_session(DEFAULT_SESSION, None, None)
+                self._unused.add(DEFAULT_SESSION)
+
+        self._opening = threading.Thread(target=open_it, name="default-session", daemon=True)
+        self._opening.start()
+
+    def _wait_for_default(self, name: str) -> None:
+        opening = self._opening
+        if name == DEFAULT_SESSION and opening is not None:
+            opening.join()
 
     def create_session(self, name: str, env: dict[str, str] | None, cwd: str | None) -> ShellSession:
+        if threading.current_thread() is not self._opening:
+            self._wait_for_default(name)
         with self.sessions_lock:
+            if name in self._unused:  # the default opened at boot, never used: this one takes its place
+                self._unused.discard(name)
+                self.sessions.pop(name).close()
             if name in self.sessions:
                 raise SessionExists(f"session {name!r} is already open; close it first or use another name")
             session = ShellSession(name, {**self.base_env, **(env or {})}, cwd, self.state_dir)
@@ -50,6 +76,8 @@ class Rocklet:
             return session
 
     def session(self, name: str, create: bool) -> ShellSession:
+        self._wait_for_default(name)
+        self._unused.discard(name)
         with self.sessions_lock:
             found = self.sessions.get(name)
         if found is not None:
@@ -62,6 +90,8 @@ class Rocklet:
             return self.sessions[name]
 
     def close_session(self, name: str) -> None:
+        self._wait_for_default(name)
+        self._unused.discard(name)
         with self.sessions_lock:
             session = self.sessions.pop(name, None)
         if session is None:

@@ -57,7 +57,11 @@ class Sandbox:
         _attach: str | None = None,
         **options: Unpack[SandboxOptions],
     ) -> None:
-        self._http = httpx.Client(base_url=calls.admin_url(admin_url), headers=calls.auth_headers(api_key))
+        self._http = httpx.Client(
+            base_url=calls.admin_url(admin_url),
+            headers=calls.auth_headers(api_key),
+            verify=calls.tls_context(),
+        )
         try:
             if _attach is not None:
                 self.info = self._do(calls.get(_attach))
@@ -148,6 +152,7 @@ class AsyncSandbox:
         self._http = httpx.AsyncClient(
             base_url=calls.admin_url(admin_url),
             headers=calls.auth_headers(api_key),
+            verify=calls.tls_context(),
             limits=httpx.Limits(max_connections=16),
         )
         self.info: SandboxInfo | None = None

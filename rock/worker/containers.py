@@ -83,12 +83,9 @@ def start_container(
     # Root gets its own home from the image, as in `docker run`; any other user a fresh one on a tmpfs.
     home = ROOT_HOME if spec.is_root else HOME
     tmpfs = {"/tmp": "mode=1777"} | ({} if spec.is_root else {HOME: f"uid={uid},gid={gid},mode=0755"})
-    container = client.containers.create(
-        image,
-        command=command,
-        name=container_name(sandbox_id),
-        detach=True,
-        user=spec.user,
+    # The low-level API: the high-level `containers.create` inspects the new container once more.
+    api = client.api
+    host_config = api.create_host_config(
         # An unprivileged user's shell needs no capability, so none is kept; root gets a short list back.
         cap_drop=["ALL"],
         cap_add=ROOT_CAPABILITIES if spec.is_root else None,
@@ -97,21 +94,30 @@ def start_container(
         mem_limit=spec.memory_bytes,
         memswap_limit=spec.memory_bytes,
         pids_limit=spec.pids,
-        labels={LABEL_WORKER: worker_id, LABEL_SANDBOX: sandbox_id, LABEL_OWNER: owner},
-        environment={"HOME": home, **env, **spec.env},
-        volumes={
+        binds={
             str(runtime_dir): {"bind": "/opt/rock", "mode": "ro"},
             str(host_dir): {"bind": "/run/rock", "mode": "rw"},
         },
         tmpfs=tmpfs,
-        working_dir=home,
     )
+    container_id: str = api.create_container(
+        image,
+        command=command,
+        name=container_name(sandbox_id),
+        detach=True,
+        user=spec.user,
+        labels={LABEL_WORKER: worker_id, LABEL_SANDBOX: sandbox_id, LABEL_OWNER: owner},
+        environment={"HOME": home, **env, **spec.env},
+        volumes=["/opt/rock", "/run/rock"],
+        working_dir=home,
+        host_config=host_config,
+    )["Id"]
     try:
-        container.start()
+        api.start(container_id)
     except docker.errors.APIError:
-        container.remove(force=True)
+        api.remove_container(container_id, force=True)
         raise
-    return container.id
+    return container_id
 
 
 def restrict_egress(client: docker.DockerClient, sandbox_id: str, allowed: list[str]) -> None:

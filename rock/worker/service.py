@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import shutil
 import threading
 import time
@@ -175,34 +176,52 @@ class WorkerService:
                     raise SandboxFailed(str(exc), FailureReason.START_ERROR) from exc
             client = RockletClient(host_dir / "rocklet.sock")
             try:
-                await _wait_for_rocklet(client, host_dir / "rocklet.sock", spec.start_timeout)
-            except RockletError as exc:
-                await client.aclose()
-                failure = await self._diagnose(sandbox_id, spec)
-                await self._remove(sandbox_id)
-                if failure is not None:
-                    raise failure from exc
-                raise SandboxFailed(
-                    f"the sandbox's rocklet did not answer within {spec.start_timeout:g} s; "
-                    "raise start_timeout "
-                    "or check that the image runs (`rock image ls`)",
-                    FailureReason.START_TIMEOUT,
-                ) from exc
-            try:
-                await self._blocking(containers.limit_cpus, self.docker, sandbox_id, spec.cpus)
-            except docker.errors.APIError as exc:
+                await self._start_rocklet(client, sandbox_id, spec)
+            except Exception:
                 await client.aclose()
                 await self._remove(sandbox_id)
-                raise SandboxFailed(
-                    f"docker could not limit the sandbox's CPUs: {exc.explanation or exc}",
-                    FailureReason.START_ERROR,
-                ) from exc
+                raise
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)
             return {"host_dir": str(host_dir)}
         finally:
             self._starting.discard(sandbox_id)
+
+    async def _start_rocklet(self, client: RockletClient, sandbox_id: str, spec: SandboxSpec) -> None:
+        """Wait for the rocklet to answer and set the CPU limit; SandboxFailed if either goes wrong.
+
+        The limit is set once the rocklet's socket exists, that is once the interpreter has started at full
+        speed (under a 0.25-CPU quota it would take four times as long), and while the rocklet opens its
+        first shell; no user command runs before both are done.
+        """
+        socket = client.socket_path
+        deadline = time.monotonic() + spec.start_timeout
+        # The socket file every 10 ms (a cheap stat): finer than wait_ready's back-off, which can overshoot.
+        while not os.path.exists(socket) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        ready, limited = await asyncio.gather(
+            client.wait_ready(timeout=max(deadline - time.monotonic(), 0.1)),
+            self._blocking(containers.limit_cpus, self.docker, sandbox_id, spec.cpus),
+            return_exceptions=True,
+        )
+        if isinstance(ready, RockletError):
+            failure = await self._diagnose(sandbox_id, spec)
+            if failure is not None:
+                raise failure from ready
+            raise SandboxFailed(
+                f"the sandbox's rocklet did not answer within {spec.start_timeout:g} s; raise start_timeout "
+                "or check that the image runs (`rock image ls`)",
+                FailureReason.START_TIMEOUT,
+            ) from ready
+        if isinstance(limited, docker.errors.APIError):
+            raise SandboxFailed(
+                f"docker could not limit the sandbox's CPUs: {limited.explanation or limited}",
+                FailureReason.START_ERROR,
+            ) from limited
+        for outcome in (ready, limited):
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     def _watch_memory(self, sandbox_id: str, container_id: str) -> None:
         counter = containers.oom_counter(container_id)
@@ -368,14 +387,3 @@ class WorkerService:
                     )
             # Right after start the admin may still be coming up: retry fast for the first few seconds.
             await asyncio.sleep(0.25 if 0 < failures < 20 else self.config.heartbeat_interval)
-
-
-async def _wait_for_rocklet(client: RockletClient, socket: Path, timeout: float) -> None:
-    """Wait for the rocklet's socket file every 10 ms (a cheap stat), then for its /health answer.
-
-    Finer than RockletClient.wait_ready's back-off, which can overshoot the start by up to 100 ms.
-    """
-    deadline = time.monotonic() + timeout
-    while not socket.exists() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    await client.wait_ready(timeout=max(deadline - time.monotonic(), 0.1))

@@ -319,3 +319,25 @@ def test_split_target_decodes_like_urllib() -> None:
     parts, query = split_target("/sessions/s%2F1/run?" + urlencode(params))
     assert parts == ["sessions", "s/1", "run"]
     assert query == params
+
+
+async def test_the_default_session_opens_at_boot_and_an_explicit_create_replaces_it(tmp_path: Path) -> None:
+    socket_path = tmp_path / "rocklet.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "rock.rocklet", "--socket", str(socket_path)])
+    try:
+        async with RockletClient(socket_path) as rocklet:
+            await rocklet.wait_ready(timeout=20)
+            assert (await rocklet.run("echo ready")).output == "ready\n"
+            assert "default" in (await rocklet.health()).sessions
+            with pytest.raises(SessionExists):  # used already: it is the caller's now
+                await rocklet.create_session("default")
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc = subprocess.Popen([sys.executable, "-m", "rock.rocklet", "--socket", str(socket_path)])
+        async with RockletClient(socket_path) as rocklet:
+            await rocklet.wait_ready(timeout=20)
+            await rocklet.create_session("default", env={"SHADE": "teal"}, cwd=str(tmp_path))
+            assert (await rocklet.run("echo $SHADE $(pwd)")).output.split() == ["teal", str(tmp_path)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
