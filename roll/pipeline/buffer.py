@@ -65,6 +65,7 @@ class SampleBuffer:
         self._ready: deque[str] = deque()
         self._changed = asyncio.Condition()
         self._stopped = False
+        self._dead: set[str] = set()
         self.counters = BufferCounters()
 
     def _quota(self) -> int:
@@ -78,7 +79,8 @@ class SampleBuffer:
     async def next_task(self, worker_id: str) -> EpisodeTask | None:
         """The next episode to play, waiting while rollout is as far ahead as allowed; None once stopped."""
         async with self._changed:
-            while not self._stopped:
+            # A dead worker's calls may still be waiting here; they must not take tasks it can never return.
+            while not self._stopped and worker_id not in self._dead:
                 if self._todo:
                     task, attempts = self._todo.popleft()
                     self._leases.setdefault(worker_id, {})[task] = attempts
@@ -100,7 +102,8 @@ class SampleBuffer:
 
     async def put(self, worker_id: str, task: EpisodeTask, trajectory: Trajectory) -> None:
         async with self._changed:
-            self._leases.get(worker_id, {}).pop(task, None)
+            if not self._release(worker_id, task):
+                return
             self.counters.episodes_done += 1
             if self._is_stale(trajectory, self.step):
                 self.counters.dropped_stale += 1
@@ -112,7 +115,9 @@ class SampleBuffer:
     async def fail(self, worker_id: str, task: EpisodeTask) -> None:
         """An episode failed for infrastructure reasons: play it again, up to max_attempts tries."""
         async with self._changed:
-            attempts = self._leases.get(worker_id, {}).pop(task, 0) + 1
+            attempts = self._leases.get(worker_id, {}).get(task, 0) + 1
+            if not self._release(worker_id, task):
+                return
             self.counters.infra_failed += 1
             if attempts < self.max_attempts:
                 self._todo.appendleft((task, attempts))
@@ -124,11 +129,20 @@ class SampleBuffer:
     async def worker_lost(self, worker_id: str) -> int:
         """A worker died: its episodes in flight are sampled again. Returns how many."""
         async with self._changed:
+            self._dead.add(worker_id)
             leased = self._leases.pop(worker_id, {})
             self._todo.extendleft(leased.items())
             self.counters.resampled_lost += len(leased)
             self._changed.notify_all()
             return len(leased)
+
+    def _release(self, worker_id: str, task: EpisodeTask) -> bool:
+        """End a lease; False when there is none (a worker declared dead, whose task was handed out again)."""
+        leases = self._leases.get(worker_id, {})
+        if task not in leases:
+            return False
+        del leases[task]
+        return True
 
     def _resolve(self, task: EpisodeTask, trajectory: Trajectory | None) -> None:
         group = self._groups[task.group_id]
@@ -173,9 +187,9 @@ class SampleBuffer:
             self._stopped = True
             self._changed.notify_all()
 
-    def in_flight(self, worker_id: str) -> int:
-        """Episodes a worker holds now."""
-        return len(self._leases.get(worker_id, {}))
+    def in_flight(self, worker_id: str) -> list[EpisodeTask]:
+        """The episodes a worker holds now."""
+        return list(self._leases.get(worker_id, {}))
 
     def ready_groups(self) -> int:
         return len(self._ready)

@@ -41,10 +41,10 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
             cluster.load(previous[0])
             console.print(f"Resumed from {previous[0]} at step {start}")
         elif config.warm_start and config.warm_start.eval_base:
-            evaluate(cluster, config, log, step=0, label="base")  # engines still hold trainer.model
+            evaluate(cluster, config, log, step=0, label="base", model=config.trainer.model)
         cluster.sync_weights()
         if not previous:
-            evaluate(cluster, config, log, step=0, label="start")
+            evaluate(cluster, config, log, step=0, label="start", model=policy)
         with StepProgress(console, config.steps, start) as progress:
             for step in range(start, config.steps):
                 record = train_step(cluster, config, step)
@@ -101,8 +101,11 @@ def should_shrink(cluster: Cluster, config: TrainConfig) -> bool:
     return config.async_ratio == 0 or cluster.ready_groups() >= config.rollout.groups_per_step
 
 
-def evaluate(cluster: Cluster, config: TrainConfig, log: RunLog, step: int, label: str) -> None:
-    """Fixed seeds, sampled as eval.sampling says; the same seeds at every evaluation."""
+def evaluate(
+    cluster: Cluster, config: TrainConfig, log: RunLog, step: int, label: str, model: str | None = None
+) -> None:
+    """Fixed seeds, sampled as eval.sampling says; the same seeds at every evaluation. `model` names the
+    weights the engines hold when they are not the run's own."""
     seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)
     if not seeds:
         return
@@ -113,6 +116,7 @@ def evaluate(cluster: Cluster, config: TrainConfig, log: RunLog, step: int, labe
         {
             "step": step,
             "label": label,
+            **({"model": model} if model else {}),
             **episode_metrics(played),
             "failed": len(results) - len(played),
             "time_s": time.perf_counter() - started,

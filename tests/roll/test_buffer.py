@@ -88,7 +88,11 @@ async def test_a_dead_workers_episodes_go_back_to_the_queue() -> None:
     buffer = SampleBuffer(group_size=3, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=0)
     mine = [await take(buffer, "w0"), await take(buffer, "w0")]
     other = await take(buffer, "w1")
+    still_waiting = asyncio.create_task(buffer.next_task("w0"))  # a call the dead worker left behind
+    await asyncio.sleep(0.01)
     assert await buffer.worker_lost("w0") == 2
+    assert await asyncio.wait_for(still_waiting, timeout=1) is None
+    await buffer.put("w0", mine[0], trajectory(mine[0], [0]))  # a late result of the dead worker: ignored
     again = {await take(buffer, "w1"), await take(buffer, "w1")}
     assert again == set(mine)
     for task in [other, *mine]:
