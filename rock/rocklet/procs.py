@@ -4,6 +4,8 @@ A command started by the rocklet is a session leader; everything it forks keeps 
 calls setsid itself. Killing by session id also catches children that moved to their own process group.
 """
 
+from __future__ import annotations
+
 import contextlib
 import errno
 import fcntl
@@ -14,9 +16,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Collection
-from typing import Any
 
 from rock.rocklet.errors import SandboxExhausted
+
+# Importing typing adds ~4 ms to every sandbox's start; only type checkers need it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _F_SETPIPE_SZ = 1031
 
@@ -86,7 +92,7 @@ _spawned: set[int] = set()
 SPAWN_ATTEMPTS = 10
 
 
-def spawn(argv: list[str], **kwargs: Any) -> "subprocess.Popen[bytes]":
+def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """Popen, registered for the orphan reaper. A full process table (say, right after a fork bomb was
     killed, while its zombies are being reaped) is retried for a while, then raised as SandboxExhausted."""
     for attempt in range(SPAWN_ATTEMPTS):
@@ -108,7 +114,7 @@ def spawn(argv: list[str], **kwargs: Any) -> "subprocess.Popen[bytes]":
     )
 
 
-def reap(proc: "subprocess.Popen[bytes]") -> int:
+def reap(proc: subprocess.Popen[bytes]) -> int:
     code = proc.wait()
     with _spawn_lock:
         _spawned.discard(proc.pid)
