@@ -113,3 +113,16 @@ def test_bad_schedules_are_refused():
         SequentialRollback(num_chunks=0)
     with pytest.raises(ValueError, match=r"outside 0\.\.2"):
         SequentialRollback(num_chunks=2).record(3, True)
+
+
+def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
+    from roll.config import ConfigError, load_config
+    from roll.rollout.agentic.ipa import IPATerminalConfig
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    config = load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["rollback.threshold=0.8"])
+    assert config.rollback.threshold == 0.8 and config.task_ids
+    for task_id in config.task_ids:
+        assert isinstance(load_task(SUITE / task_id), Task)
+    with pytest.raises(ConfigError, match="anchor"):
+        load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["anchor=2"])
