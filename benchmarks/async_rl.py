@@ -69,6 +69,7 @@ def main() -> None:
         f"steps={args.steps}",
         f"env.latency_s={args.env_latency}",
         "eval.episodes=0",
+        "warm_start=null",
         "save_every=0",
         "rollout.groups_per_step=2",
     ]
