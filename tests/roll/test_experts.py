@@ -49,17 +49,17 @@ def test_expert_conversation_follows_the_env_manager_layout() -> None:
     assert roles[2:] == ["assistant", "user"] * ((len(roles) - 3) // 2) + ["assistant"]
     assert episode.messages[0]["content"] == EASY.system_prompt
     assert "between 1 and 10" in episode.messages[1]["content"]
-    assert episode.messages[2]["content"] == "The number is between 1 and 10. I guess \\boxed{5}."
+    assert episode.messages[2]["content"] == "1 to 10: \\boxed{5}"
 
 
 def test_binary_search_narrows_the_range_from_hints() -> None:
     player = BinarySearchPlayer()
-    assert player.reset("guess the number between 1 and 50 (inclusive)").endswith("\\boxed{25}.")
-    assert player.act("At turn 1, you guessed 25, and the target number is higher than 25.").endswith(
-        "between 26 and 50. I guess \\boxed{38}."
+    assert player.reset("guess the number between 1 and 50 (inclusive)") == "1 to 50: \\boxed{25}"
+    assert player.act("At turn 1, you guessed 25, and the target number is higher than 25.") == (
+        "26 to 50: \\boxed{38}"
     )
-    assert player.act("At turn 2, you guessed 38, and the target number is lower than 38.").endswith(
-        "between 26 and 37. I guess \\boxed{31}."
+    assert player.act("At turn 2, you guessed 38, and the target number is lower than 38.") == (
+        "26 to 37: \\boxed{31}"
     )
 
 
@@ -150,3 +150,23 @@ def _ipa_system_prompt() -> str:
     prompt = load_config(TrainConfig, "configs/ipa.yaml").env.system_prompt
     assert prompt
     return prompt
+
+
+@pytest.mark.parametrize("train_config", ["configs/ipa.yaml", "configs/grpo.yaml"])
+def test_shipped_expert_data_matches_the_train_configs_env(tiny_moe: LoadedModel, train_config: str) -> None:
+    """The warm-start data must be what the expert plays in that config's env (same system prompt), with
+    every action ending within the rollout's max_new_tokens; regenerate it when the env section changes:
+    roll experts generate configs/ipa.yaml --episodes 64 --out configs/data/guess_the_number_expert.jsonl"""
+    from roll.config import load_config
+    from roll.pipeline.config import TrainConfig
+    from roll.sft.config import SFTConfig
+
+    config = load_config(TrainConfig, train_config)
+    assert config.warm_start is not None
+    sft = load_config(SFTConfig, config.warm_start.sft_config, config.warm_start.overrides)
+    lines = [json.loads(line) for line in sft.data.path.read_text().splitlines()]
+    for line in lines[:10]:
+        assert line["env_id"] == config.env.env_id
+        assert line["messages"] == play_expert_episode(config.env, line["seed"]).messages
+    for trajectory in (to_trajectory(SFTExample(**line), tiny_moe.tokenizer) for line in lines):
+        assert all(len(c.output_ids) <= config.rollout.sampling.max_new_tokens for c in trajectory.chunks)

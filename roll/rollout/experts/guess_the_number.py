@@ -17,7 +17,11 @@ class ExpertError(RuntimeError):
 
 
 class BinarySearchPlayer:
-    """Guesses the middle of the range still possible, writing its reasoning in one short sentence."""
+    """Guesses the middle of the range still possible, after naming that range ("6 to 10: \\boxed{8}").
+
+    Naming the range puts the state the next guess depends on into the model's own last turn; the whole
+    action stays under 16 tokens (SmolLM2 tokenizes digits one by one).
+    """
 
     def __init__(self) -> None:
         self.low = 0
@@ -47,4 +51,4 @@ class BinarySearchPlayer:
         if self.low > self.high:
             raise ExpertError(f"the hints leave no number possible (range {self.low}..{self.high})")
         middle = (self.low + self.high) // 2
-        return f"The number is between {self.low} and {self.high}. I guess \\boxed{{{middle}}}."
+        return f"{self.low} to {self.high}: \\boxed{{{middle}}}"
