@@ -22,6 +22,10 @@ CHUNK = 1 << 16
 class Forwarders:
     def __init__(self) -> None:
         self._loop: Any = None
+        # asyncio holds its servers and their connections' tasks only weakly: without these references the
+        # garbage collector can end a forwarder, or a connection it is carrying, at any time.
+        self._servers: list[Any] = []
+        self._connections: set[Any] = set()
         self._lock = threading.Lock()
         self.targets: dict[int, str] = {}
 
@@ -62,16 +66,22 @@ class Forwarders:
         import asyncio
 
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            self._connections.add(task)
             try:
-                up_reader, up_writer = await asyncio.open_unix_connection(target_socket)
-            except OSError:
+                try:
+                    up_reader, up_writer = await asyncio.open_unix_connection(target_socket)
+                except OSError:
+                    writer.close()
+                    return
+                await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
                 writer.close()
-                return
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
-            writer.close()
-            up_writer.close()
+                up_writer.close()
+            finally:
+                self._connections.discard(task)
 
         server = await asyncio.start_server(handle, host, port)
+        self._servers.append(server)
         return int(server.sockets[0].getsockname()[1])
 
 
