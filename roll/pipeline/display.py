@@ -65,3 +65,7 @@ def print_summary(console: Console, evals: list[dict[str, Any]], run_dir: Path) 
             f"{row['turns']:.1f}",
         )
     console.print(table)
+    played = [row for row in evals if row.get("episodes")]
+    if played:
+        path = " → ".join(f"{row['label']} {row['success']:.0%}" for row in played)
+        console.print(f"Eval success: {path}")
