@@ -68,6 +68,7 @@ class TrainMode:
             RecordedChunk(
                 chunk=chunk,
                 messages=messages,
+                answer=choice.get("message") or {},
                 tools=body.get("tools"),
                 finish_reason=choice.get("finish_reason"),
                 latency_s=time.perf_counter() - started,

@@ -70,6 +70,7 @@ class RecordedChunk(BaseModel):
 
     chunk: Chunk
     messages: list[dict[str, Any]] = Field(description="The prepared messages sent to the engine")
+    answer: dict[str, Any] = Field(default_factory=dict, description="The assistant message sent back")
     tools: list[dict[str, Any]] | None = None
     finish_reason: str | None = None
     latency_s: float

@@ -18,7 +18,8 @@ from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.rollout.agentic.agent import CONTINUE_PROMPT
 from roll.rollout.agentic.episode import run_agent_episode
-from roll.rollout.agentic.expert import oracle_expert
+from roll.rollout.agentic.expert import ExpertStep, oracle_expert
+from roll.rollout.agentic.imitation import expert_from_record
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from rome.bench.tasks import Task, load_task
 
@@ -112,6 +113,8 @@ def test_an_oracle_following_model_earns_reward_one(
         assert chunk.context_ids == prompt  # exactly what the engine was conditioned on
     # The tool's result reached the model: the second context holds the shell's exit code.
     assert "Exit code: 0" in tiny_moe.tokenizer.decode(trajectory.chunks[1].context_ids)
+    # A successful episode serves as an expert trajectory: its steps are the calls the model made.
+    assert expert_from_record(episode.record) == [ExpertStep(command=solution), ExpertStep(None, replies[1])]
 
 
 def test_a_wrong_model_earns_reward_zero(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +127,37 @@ def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
         assert isinstance(load_task(SUITE / task_id), Task)
     with pytest.raises(ConfigError, match="anchor"):
         load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["anchor=2"])
+
+
+def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
+    from roll.models import render_chat
+    from roll.rollout.agentic.imitation import imitation_trajectory
+    from roll.types import pack_trajectories
+
+    call = {
+        "id": "1",
+        "type": "function",
+        "function": {"name": "run_shell_command", "arguments": '{"command": "ls"}'},
+    }
+    messages = [
+        {"role": "system", "content": "You are a terminal agent."},
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "1", "content": "Output:\na.txt\nExit code: 0"},
+        {"role": "assistant", "content": "There is a.txt."},
+    ]
+    tools = [
+        {"type": "function", "function": {"name": "run_shell_command", "parameters": {"type": "object"}}}
+    ]
+    trajectory = imitation_trajectory(messages, tiny_moe.tokenizer, tools, task_id="t")
+
+    assert [c.expert and c.output_logprobs is None for c in trajectory.chunks] == [True, True]
+    assert trajectory.chunks[0].context_ids == render_chat(tiny_moe.tokenizer, messages[:2], tools).token_ids
+    assert trajectory.chunks[1].context_ids == render_chat(tiny_moe.tokenizer, messages[:4], tools).token_ids
+    first = tiny_moe.tokenizer.decode(trajectory.chunks[0].output_ids)
+    assert first.startswith(
+        '<tool_call>{"name": "run_shell_command", "arguments": {"command": "ls"}}</tool_call>'
+    )
+    assert tiny_moe.tokenizer.decode(trajectory.chunks[1].output_ids).startswith("There is a.txt.")
+    packed = pack_trajectories([trajectory])
+    assert packed.num_chunks == 2 and bool(packed.chunk_expert.all())

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rock.proxy.client import ProxyClient
+from rock.proxy.types import EpisodeRecord
 from roll.rollout.agentic.agent import ResampledIflowAgent
 from roll.rollout.agentic.expert import ExpertStep
 from roll.types import Trajectory
@@ -26,6 +27,7 @@ class AgentEpisode:
 
     trial: TrialResult
     trajectory: Trajectory | None
+    record: EpisodeRecord
 
     @property
     def reward(self) -> float:
@@ -91,4 +93,4 @@ def run_agent_episode(
                 "start": start,
             },
         )
-    return AgentEpisode(trial=trial, trajectory=trajectory)
+    return AgentEpisode(trial=trial, trajectory=trajectory, record=record)
