@@ -1,4 +1,19 @@
-"""The embedded torch inference engine: continuous batching over a transformers causal LM."""
+"""The embedded torch inference engine: continuous batching over a transformers causal LM (CPU or one GPU).
+
+How a request flows (one worker thread does all model work; the asyncio side only routes commands and tokens):
+
+- `engine.py`: `TorchEngine` takes requests, hands commands to the core between steps, streams tokens back.
+- `core.py`: each step applies commands (new requests, aborts, weight updates, sleep/wake), prefills up to
+  `prefill_chunk_tokens` prompt tokens (a long prompt is split over steps, so running decodes never wait for
+  it), admits finished prefills to the running batch, then runs one decode step for every running completion.
+  A prompt's last token is fed by the decode step, so prefill needs no logits at all.
+- `kv_cache.py`: the running batch's KV cache, left-padded rows in preallocated buffers with a per-row mask
+  and per-row position ids; rows join and leave at any step.
+- `prefix_cache.py`: KV of recent prompts and finished conversations, reused by prompts that start alike.
+- `sampling.py`: greedy/temperature/top-k/top-p with one seeded generator per completion; reported logprobs
+  are the raw model distribution's.
+- `detokenize.py`: incremental detokenization and stop strings. `weights.py`: updates and sleep offload.
+"""
 
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.engine.torch_engine.engine import TorchEngine

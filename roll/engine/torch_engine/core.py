@@ -243,6 +243,8 @@ class EngineCore:
         self._offloaded = OffloadedWeights(self.model)
         self.sleeping = True
         gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # give the freed blocks back to the driver, not only to torch
 
     def _wake(self) -> None:
         if not self.sleeping:
