@@ -60,7 +60,7 @@ def gem_build_context() -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "wheels").mkdir(parents=True)
         constraints = staging / "constraints.txt"
-        constraints.write_text("\n".join(_installed_pins()) + "\n")
+        constraints.write_text("\n".join(installed_pins()) + "\n")
         requirement = f"{GEM_DISTRIBUTION}=={version}"
         done = subprocess.run(
             [
@@ -89,7 +89,7 @@ def gem_build_context() -> Path:
     return folder
 
 
-def _installed_pins() -> list[str]:
+def installed_pins() -> list[str]:
     pins = set()
     for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"]

@@ -85,7 +85,7 @@ def create_app(config: ProxyConfig) -> FastAPI:
 
     @app.put("/sandboxes/{sandbox_id}/socket")
     async def attach(sandbox_id: str, body: AttachSocket) -> dict[str, Any]:
-        await listeners.attach(sandbox_id, body.path)
+        await listeners.attach(sandbox_id, body.path, body.episode_id)
         return {"sandbox_id": sandbox_id, "path": body.path}
 
     @app.delete("/sandboxes/{sandbox_id}/socket")

@@ -58,8 +58,9 @@ class ProxyClient:
         """The OpenAI base URL (ending in /v1) of an episode, for an agent on the host."""
         return f"{self.url}/episodes/{episode_id}/v1"
 
-    def attach_socket(self, sandbox_id: str, path: str) -> None:
-        self._call("PUT", f"/sandboxes/{sandbox_id}/socket", json={"path": path})
+    def attach_socket(self, sandbox_id: str, path: str, episode_id: str | None = None) -> None:
+        body = {"path": path, "episode_id": episode_id}
+        self._call("PUT", f"/sandboxes/{sandbox_id}/socket", json=body)
 
     def detach_socket(self, sandbox_id: str) -> None:
         self._call("DELETE", f"/sandboxes/{sandbox_id}/socket")

@@ -18,12 +18,12 @@ MODEL_ROUTES = ("/v1/",)
 
 
 class SandboxScope:
-    """Tags every request with its sandbox (replacing any sandbox or episode header the sandbox sent) and
+    """Tags every request with its sandbox or episode (replacing any such header the sandbox sent) and
     refuses everything but the model routes, so code in a sandbox cannot read or end episodes."""
 
-    def __init__(self, app: ASGIApp, sandbox_id: str) -> None:
+    def __init__(self, app: ASGIApp, sandbox_id: str, episode_id: str | None = None) -> None:
         self.app = app
-        self.sandbox_id = sandbox_id
+        self.tag = (SANDBOX_HEADER, sandbox_id) if episode_id is None else (EPISODE_HEADER, episode_id)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -37,7 +37,7 @@ class SandboxScope:
                 for k, v in scope["headers"]
                 if k not in (SANDBOX_HEADER.encode(), EPISODE_HEADER.encode())
             ]
-            scope = dict(scope, headers=[*headers, (SANDBOX_HEADER.encode(), self.sandbox_id.encode())])
+            scope = dict(scope, headers=[*headers, (self.tag[0].encode(), self.tag[1].encode())])
         await self.app(scope, receive, send)
 
 
@@ -48,7 +48,7 @@ class SocketListeners:
         self.app = app
         self._servers: dict[str, tuple[uvicorn.Server, asyncio.Task[None], socket.socket, Path]] = {}
 
-    async def attach(self, sandbox_id: str, path: str) -> None:
+    async def attach(self, sandbox_id: str, path: str, episode_id: str | None = None) -> None:
         await self.detach(sandbox_id)
         target = Path(path)
         if not target.parent.is_dir():
@@ -65,7 +65,9 @@ class SocketListeners:
             sock.close()
             raise ProxyError(f"cannot listen on {path}: {error}", status=422, code="invalid_value") from error
         os.chmod(target, 0o666)  # the sandbox's user is not the proxy's
-        config = uvicorn.Config(SandboxScope(self.app, sandbox_id), log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            SandboxScope(self.app, sandbox_id, episode_id), log_level="warning", lifespan="off"
+        )
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         self._servers[sandbox_id] = (server, task, sock, target)

@@ -88,6 +88,10 @@ class AttachSocket(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(description="Host path of the unix socket to listen on (the sandbox's model.sock)")
+    episode_id: str | None = Field(
+        None,
+        description="Requests on this socket belong to this episode (else to the sandbox's open episode)",
+    )
 
 
 class Recording(BaseModel):

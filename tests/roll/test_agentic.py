@@ -144,3 +144,23 @@ def test_a_prefilled_episode_continues_after_the_expert_steps(
     context = tiny_moe.tokenizer.decode(trajectory.chunks[0].context_ids)
     assert "Exit code: 0" in context and CONTINUE_PROMPT in context and "integral.txt" in context
     assert engine.prompts[first:] == [trajectory.chunks[0].context_ids]
+
+
+def test_the_agent_inside_the_sandbox_gives_the_same_chunks(
+    scripted: tuple[ScriptedEngine, str], proxy: ProxyClient, fleet_url: str, task: Task
+):
+    solution = (task.path / "solution" / "solve.sh").read_text()
+    replies = [shell_call(solution), "The integral is in /app/integral.txt."]
+    on_host, _ = run_scripted(replies, scripted[0], proxy, fleet_url, task)
+    engine = scripted[0]
+    engine.push(*replies)
+    inside = run_agent_episode(task, proxy, fleet_url, agent_timeout_s=120, in_sandbox=True)
+
+    assert inside.reward == 1.0, (inside.trial.error, inside.trial.agent_log[-2000:])
+    assert on_host.trajectory is not None and inside.trajectory is not None
+    assert [c.output_ids for c in inside.trajectory.chunks] == [
+        c.output_ids for c in on_host.trajectory.chunks
+    ]
+    assert [c.context_ids for c in inside.trajectory.chunks] == [
+        c.context_ids for c in on_host.trajectory.chunks
+    ]

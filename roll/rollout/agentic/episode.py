@@ -12,6 +12,7 @@ from rock.proxy.client import ProxyClient
 from rock.proxy.types import EpisodeRecord
 from roll.rollout.agentic.agent import ResampledIflowAgent
 from roll.rollout.agentic.expert import ExpertStep
+from roll.rollout.agentic.in_sandbox import InSandboxIflowAgent
 from roll.types import Trajectory
 from rome.bench.iflow_agent import resolve_endpoint
 from rome.bench.images import TaskImageError, ensure_image
@@ -57,12 +58,17 @@ def run_agent_episode(
     expert: list[ExpertStep] | None = None,
     start: int = 0,
     max_turns: int = 20,
+    in_sandbox: bool = False,
 ) -> AgentEpisode:
     """Run the iflow agent on `task` with its model at the proxy (which must be in train mode), grade it with
     the task's tests, and collect the episode's chunks from the proxy as a trajectory.
 
     With `expert` and `start = k`, the first k expert steps are replayed before the policy continues
-    (initialized resampling); the trajectory holds the policy's chunks only, its metadata the start."""
+    (initialized resampling); the trajectory holds the policy's chunks only, its metadata the start.
+    With `in_sandbox`, iflow runs inside the sandbox and reaches the proxy through the rocklet's forwarder
+    (the proxy must run on the worker's host; expert prefixes are host-side only)."""
+    if in_sandbox and start:
+        raise ValueError("expert prefixes (start > 0) are replayed host side; run them with in_sandbox=False")
     if agent_timeout_s is not None:
         task = task.model_copy(update={"agent_timeout_sec": agent_timeout_s})
     try:
@@ -74,7 +80,11 @@ def run_agent_episode(
     try:
         base_url, model = resolve_endpoint(proxy.episode_url(episode_id))
         assert base_url is not None and model is not None
-        agent = ResampledIflowAgent(base_url, model, expert, start, max_turns)
+        agent: ResampledIflowAgent | InSandboxIflowAgent
+        if in_sandbox:
+            agent = InSandboxIflowAgent(proxy, episode_id, model, max_turns)
+        else:
+            agent = ResampledIflowAgent(base_url, model, expert, start, max_turns)
         trial = run_trial(task, attempt, agent, RockProvider(admin_url), image, build_error=build_error)
     finally:
         record = proxy.end_episode(episode_id)
