@@ -288,3 +288,42 @@ def test_config_errors_say_what_is_missing():
         ProxyConfig(mode="deploy")
     with pytest.raises(ValueError, match="needs replay_path"):
         ProxyConfig(mode="replay")
+
+
+@pytest.mark.slow
+def test_rock_proxy_serve_listens_on_tcp_and_a_unix_socket(tmp_path: Path):
+    import subprocess
+    import sys
+    import time
+
+    from rock.testing import free_port
+
+    recording = tmp_path / "calls.jsonl"
+    recording.write_text(
+        json.dumps({"request": {}, "response": {"choices": [{"index": 0, "message": {"content": "hi"}}]}})
+        + "\n"
+    )
+    path = short_tmp("proxy-cli-") / "proxy.sock"
+    port = free_port()
+    command = [sys.executable, "-c", "from rock.cli import app; app()", "proxy", "serve", "--mode", "replay"]
+    command += ["--replay", str(recording), "--port", str(port), "--socket", str(path)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).json()["mode"] == "replay":
+                    break
+            except httpx.HTTPError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
+                time.sleep(0.1)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), base_url="http://proxy") as local:
+            body = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
+            assert (
+                local.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+                == "hi"
+            )
+            assert local.post("/v1/chat/completions", json=body).status_code == 410
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
