@@ -31,7 +31,8 @@ class TrainMode:
     """Answers an episode's chat requests through the engine and records each as a `Chunk`.
 
     The counter is iflow's default (`CharEstimateCounter`), the one the agent uses, so compression
-    thresholds fall on the same messages as in the agent.
+    thresholds fall on the same messages as in the agent. A summary the proxy asks the engine for (when the
+    agent sent a history past the summary threshold) shapes the context but is not recorded as a chunk.
     """
 
     def __init__(self, engine: Upstream, store: EpisodeStore) -> None:
