@@ -295,13 +295,16 @@ def test_the_sandbox_cli(fleet: Fleet):
             timeout=120,
         )
 
-    created = rock("create", "--image", "busybox", "--cpus", "0.25", "--memory", "64m", "--env", "WHO=cli")
+    small = ["--image", "busybox", "--cpus", "0.25", "--memory", "64m"]
+    refused = rock("create", *small, "--user", "alice")
+    assert refused.returncode == 2 and "is not 'uid:gid', 'uid' or 'root'" in refused.stderr
+    created = rock("create", *small, "--env", "WHO=cli", "--user", "root")
     assert created.returncode == 0, created.stderr
     sandbox_id = created.stdout.strip()
     listed = rock("ls")
     assert sandbox_id in listed.stdout and "running" in listed.stdout
-    said = rock("exec", sandbox_id, "echo hello $WHO; exit 3")
-    assert (said.stdout, said.returncode) == ("hello cli\n", 3)
+    said = rock("exec", sandbox_id, "echo hello $WHO $(id -u); exit 3")
+    assert (said.stdout, said.returncode) == ("hello cli 0\n", 3)
     assert rock("rm", sandbox_id).stdout.strip() == f"deleted {sandbox_id}"
     missing = rock("exec", sandbox_id, "true")
     assert missing.returncode == 1 and f"SandboxNotFound: no sandbox '{sandbox_id}'" in missing.stderr
