@@ -166,6 +166,9 @@ async def test_bad_requests_are_refused_with_a_reason(moe_engine: TorchEngine, t
     with pytest.raises(EngineError, match="already running"):
         await moe_engine.generate(request("dup", [4, 5]))
     assert len((await slow).completions[0].token_ids) == 50
+    async for small in _started(tiny_moe, TorchEngineConfig(max_batch_size=2)):
+        with pytest.raises(EngineError, match="max_batch_size"):
+            await small.generate(request("many", [1, 2], n=3))
     with pytest.raises(EngineError, match="start"):
         await TorchEngine(tiny_moe).generate(request("x", [1]))
 

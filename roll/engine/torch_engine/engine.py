@@ -152,6 +152,11 @@ class TorchEngine:
                 f"the prompt has {len(request.prompt_token_ids)} tokens but the model's context is "
                 f"{self.max_context}: shorten the prompt"
             )
+        if request.params.n > self.config.max_batch_size:
+            raise EngineError(
+                f"n={request.params.n} exceeds the engine's max_batch_size={self.config.max_batch_size}: "
+                "ask for fewer completions or raise max_batch_size"
+            )
         pending = _Pending(
             request=request,
             submitted=time.perf_counter(),
