@@ -1,6 +1,7 @@
 """ROCK: the sandbox fleet (admin, workers, rocklet) and its SDK.
 
-`rock.Sandbox`, `rock.AsyncSandbox` and the typed errors are loaded on first use, so `rock --help` and the
+`rock.Sandbox`, `rock.AsyncSandbox`, the typed errors and `rock.make` (GEM environments hosted in sandboxes)
+are loaded on first use, so `rock --help` and the
 rocklet (which imports this package inside every sandbox) stay light.
 """
 
@@ -22,10 +23,14 @@ _SDK_NAMES = frozenset(
     }
 )
 
-__all__ = sorted(_SDK_NAMES)
+__all__ = sorted(_SDK_NAMES | {"make"})
 
 
 def __getattr__(name: str) -> object:  # no typing import: the rocklet imports this package at start
+    if name == "make":
+        from rock.envs.client import make
+
+        return make
     if name in _SDK_NAMES:
         import rock.sdk
 

@@ -15,6 +15,7 @@ import pytest
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIG_SCHEMAS = {
     "sft*.yaml": "roll.sft.config:SFTConfig",
+    "ipa_terminal.yaml": "roll.rollout.agentic.ipa:IPATerminalConfig",
     "ipa*.yaml": "roll.pipeline.config:TrainConfig",
     "grpo*.yaml": "roll.pipeline.config:TrainConfig",
 }
