@@ -5,8 +5,8 @@ the action as bash in a persistent session (cwd and variables carry over) and re
 `Exit code: N`, the convention iflow's tools follow. The action `finish` (or reaching `max_steps`) copies the
 tests in, runs them and ends the episode with reward 1 if they pass, else 0.
 
-Tasks are written for a root shell (they edit /app, /etc): use a fleet whose worker runs sandboxes as uid 0,
-as rome-bench does (`rome.bench.fleet.LocalFleet`); a default worker's uid 1000 cannot write there.
+Tasks are written for a root shell (they edit /app, /etc): their sandboxes are opened through rome-bench's
+`RockSandbox`, which asks any fleet for `user="root"`.
 """
 
 from __future__ import annotations
