@@ -73,7 +73,9 @@ class Fleet:
         local_worker: bool = True,
         host: str = "127.0.0.1",
         api_key: str | None = None,
+        admin_args: list[str] | None = None,
     ) -> None:
+        """`admin_args`: more `rock admin serve` options (e.g. the model proxy's)."""
         self.state_dir = state_dir
         self.worker_id = worker_id
         self.port = free_port(host)
@@ -81,6 +83,7 @@ class Fleet:
         common = ["--host", host, "--log-level", "info"] + (["--api-key", api_key] if api_key else [])
         admin = ["admin", "serve", "--port", str(self.port), "--state-dir", str(state_dir), *common]
         admin += ["--worker-id", worker_id] if local_worker else ["--no-local-worker"]
+        admin += admin_args or []
         self.admin = Process(admin, state_dir / "admin.log")
         worker = [
             "worker",

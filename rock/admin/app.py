@@ -12,6 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from rock.admin.config import KeyPolicy
 from rock.admin.service import Admin
+from rock.envs.hub import EnvHub
+from rock.envs.routes import env_router, install_env_errors
 from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
 from rock.sdk.types import (
     CreateSandboxRequest,
@@ -66,7 +68,11 @@ def _passthrough(response) -> Response:  # type: ignore[no-untyped-def]
     )
 
 
-def create_app(admin: Admin) -> FastAPI:
+def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
+    """The admin's API; with `envs_admin_url` (this admin's own URL) also the GEM env routes under /envs,
+    whose environments get their sandboxes from this admin (with the caller's key checked first)."""
+    hub = EnvHub(envs_admin_url) if envs_admin_url else None
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await admin.start()
@@ -76,6 +82,10 @@ def create_app(admin: Admin) -> FastAPI:
     app = FastAPI(title="ROCK admin", lifespan=lifespan)
     app.state.admin = admin
     install_error_handlers(app)
+    if hub is not None:
+        app.include_router(env_router(hub), dependencies=[Depends(caller)])
+        install_env_errors(app)
+        app.state.env_hub = hub
 
     @app.get("/health")
     async def health() -> dict[str, object]:

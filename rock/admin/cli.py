@@ -1,4 +1,9 @@
-"""`rock admin serve`: the control plane, plus one local worker unless --no-local-worker."""
+"""`rock admin serve`: the control plane with the GEM env routes (/envs), plus one local worker unless
+--no-local-worker, plus the ModelProxyService on 127.0.0.1:--proxy-port when --proxy-mode is given.
+
+The proxy starts only when a mode is configured: train and deploy need an upstream URL and replay a
+recording, so there is no default that could answer a chat, and a proxy that only refuses would just
+hold a port. --no-proxy turns it off even when a mode comes from the environment (ROCK_PROXY_MODE)."""
 
 from __future__ import annotations
 
@@ -41,8 +46,32 @@ def serve(
     ] = None,
     heartbeat_timeout: Annotated[float, typer.Option(help="Seconds before a silent worker is lost.")] = 15.0,
     log_level: Annotated[str, typer.Option(help="uvicorn/rock log level.")] = "info",
+    proxy: Annotated[
+        bool, typer.Option(help="Run the model proxy in this process (when --proxy-mode is given).")
+    ] = True,
+    proxy_mode: Annotated[
+        str | None,
+        typer.Option(envvar="ROCK_PROXY_MODE", help="Model proxy: train, deploy or replay (none: no proxy)."),
+    ] = None,
+    proxy_upstream: Annotated[
+        str | None,
+        typer.Option(envvar="ROCK_PROXY_UPSTREAM", help="Model proxy: the engine's or API's /v1 base URL."),
+    ] = None,
+    proxy_api_key: Annotated[
+        str | None, typer.Option(envvar="ROCK_PROXY_UPSTREAM_KEY", help="Model proxy: key sent upstream.")
+    ] = None,
+    proxy_model: Annotated[str | None, typer.Option(help="Model proxy: model name sent upstream.")] = None,
+    proxy_record: Annotated[
+        Path | None, typer.Option(help="Model proxy: JSONL file every deploy call is appended to.")
+    ] = None,
+    proxy_replay: Annotated[
+        Path | None, typer.Option(help="Model proxy: JSONL recording to answer from (replay).")
+    ] = None,
+    proxy_port: Annotated[
+        int, typer.Option(help="Model proxy: port on 127.0.0.1 (loopback only: it has no API keys).")
+    ] = 8090,
 ) -> None:
-    """Serve the admin API (sandboxes, exec, files, health, /metrics) until Ctrl-C or SIGTERM."""
+    """Serve the admin API (sandboxes, exec, files, /envs, health, /metrics) until Ctrl-C or SIGTERM."""
     import asyncio
     import logging
 
@@ -72,7 +101,28 @@ def serve(
             local_worker=worker,
             **common,
         )
-        asyncio.run(serve_admin(config, log_level=log_level.lower()))
+        proxy_config = None
+        if proxy and proxy_mode is not None:
+            from rock.proxy.types import ProxyConfig
+
+            try:
+                proxy_config = ProxyConfig.model_validate(
+                    {
+                        "mode": proxy_mode,
+                        "upstream_url": proxy_upstream,
+                        "api_key": proxy_api_key,
+                        "model": proxy_model,
+                        "record_path": proxy_record,
+                        "replay_path": proxy_replay,
+                    }
+                )
+            except ValidationError as error:
+                problems = "; ".join(e["msg"] for e in error.errors())
+                raise ValueError(
+                    f"the model proxy cannot start: {problems}; pass --proxy-upstream (train, deploy) or "
+                    "--proxy-replay (replay), or --no-proxy"
+                ) from None
+        asyncio.run(serve_admin(config, log_level.lower(), proxy_config, proxy_port))
     except (ValidationError, ValueError, OSError) as exc:
         typer.secho(f"rock admin serve: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None

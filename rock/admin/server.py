@@ -1,9 +1,12 @@
-"""Running the admin (`rock admin serve`): its HTTP server and, unless told not to, one local worker."""
+"""Running the admin (`rock admin serve`): its HTTP server with the env routes (`/envs/...`), unless told not
+to one local worker, and the ModelProxyService when a proxy mode is configured."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -14,20 +17,28 @@ from rock.worker.app import create_worker_app
 from rock.worker.server import QuietSignalsServer, bind, uvicorn_config
 from rock.worker.service import WorkerService
 
+if TYPE_CHECKING:
+    from rock.proxy.types import ProxyConfig
+
 log = logging.getLogger("rock.admin")
 
 
-async def serve_admin(config: AdminConfig, log_level: str = "warning") -> None:
+async def serve_admin(
+    config: AdminConfig, log_level: str = "warning", proxy: ProxyConfig | None = None, proxy_port: int = 8090
+) -> None:
+    """Serve until stopped. `proxy`: run the ModelProxyService on 127.0.0.1:`proxy_port` in this process, so
+    it can listen on the local worker's sandbox sockets (same host); loopback only, as it has no API keys."""
     admin = Admin(config)
     admin_sock = bind(config.host, config.port)
     admin_port = admin_sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(create_app(admin), log_level))
+    admin_host = "127.0.0.1" if config.host in ("0.0.0.0", "::") else config.host
+    app = create_app(admin, envs_admin_url=f"http://{admin_host}:{admin_port}")
+    server = uvicorn.Server(uvicorn_config(app, log_level))
     worker_server: uvicorn.Server | None = None
     worker_task: asyncio.Task[None] | None = None
     if config.local_worker is not None:
         worker_sock = bind("127.0.0.1", 0)
         worker_port = worker_sock.getsockname()[1]
-        admin_host = "127.0.0.1" if config.host in ("0.0.0.0", "::") else config.host
         worker_config = config.local_worker.model_copy(
             update={
                 "admin_url": f"http://{admin_host}:{admin_port}",
@@ -41,10 +52,18 @@ async def serve_admin(config: AdminConfig, log_level: str = "warning") -> None:
             uvicorn_config(create_worker_app(worker, lambda: worker_port), log_level)
         )
         worker_task = asyncio.get_running_loop().create_task(worker_server.serve(sockets=[worker_sock]))
-    log.info("admin listens on http://%s:%d", config.host, admin_port)
-    try:
-        await server.serve(sockets=[admin_sock])
-    finally:
-        if worker_server is not None and worker_task is not None:
-            worker_server.should_exit = True
-            await worker_task
+    log.info("admin listens on http://%s:%d (environments under /envs)", config.host, admin_port)
+    with contextlib.ExitStack() as stack:
+        if proxy is not None:
+            from rock.proxy.server import ProxyThread
+
+            proxy_url = stack.enter_context(ProxyThread(proxy, "127.0.0.1", proxy_port)).url
+            log.info("model proxy (%s mode) listens on %s", proxy.mode, proxy_url)
+        else:
+            log.info("model proxy not started (no --proxy-mode given, or --no-proxy)")
+        try:
+            await server.serve(sockets=[admin_sock])
+        finally:
+            if worker_server is not None and worker_task is not None:
+                worker_server.should_exit = True
+                await worker_task

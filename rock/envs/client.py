@@ -1,5 +1,8 @@
 """`rock.make(env_id, ...)`: a GEM environment hosted by ROCK, with GEM's `reset` and `step`.
 
+`url` is `rock envs serve`'s or an admin's (`rock admin serve` mounts the same routes); ROCK_API_KEY, when
+set, is sent as the key a keyed admin asks for.
+
 env = make("game:GuessTheNumber-v0-easy", url="http://127.0.0.1:8091")
 observation, info = env.reset(seed=3)
 observation, reward, terminated, truncated, info = env.step("\\boxed{5}")
@@ -15,6 +18,7 @@ import httpx
 
 from rock.envs.errors import ERRORS, EnvError
 from rock.envs.types import EnvList, MakeResponse, ResetResponse, StepResponse
+from rock.sdk.calls import auth_headers
 
 DEFAULT_URL = "http://127.0.0.1:8091"
 
@@ -76,7 +80,7 @@ class RemoteEnv:
 
 def make(env_id: str, *, url: str | None = None, timeout_s: float = 900.0, **kwargs: Any) -> RemoteEnv:
     """Make `env_id` (a GEM id, or `terminal:<task dir>`) in a sandbox; `kwargs` go to its constructor."""
-    http = httpx.Client(base_url=envs_url(url), timeout=timeout_s)
+    http = httpx.Client(base_url=envs_url(url), timeout=timeout_s, headers=auth_headers(None))
     try:
         made = MakeResponse.model_validate(
             _call(http, "POST", "/envs/make", json={"env_id": env_id, "kwargs": kwargs})
@@ -88,5 +92,5 @@ def make(env_id: str, *, url: str | None = None, timeout_s: float = 900.0, **kwa
 
 
 def list_envs(url: str | None = None) -> EnvList:
-    with httpx.Client(base_url=envs_url(url), timeout=60) as http:
+    with httpx.Client(base_url=envs_url(url), timeout=60, headers=auth_headers(None)) as http:
         return EnvList.model_validate(_call(http, "GET", "/envs/list"))

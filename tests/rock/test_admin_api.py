@@ -102,3 +102,17 @@ def test_an_egress_allowlist_needs_bridge_and_real_networks(admin_factory):
     assert (
         response.status_code == 422 and "'example.com' is not an IPv4 network" in response.json()["message"]
     )
+
+
+def test_env_routes_on_a_keyed_admin_need_its_key(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from rock.admin.app import create_app
+
+    config = AdminConfig(state_dir=tmp_path, api_keys=[KeyPolicy(name="default", key=KEY)])
+    with TestClient(create_app(Admin(config), envs_admin_url="http://127.0.0.1:1")) as client:
+        refused = client.get("/envs/list")
+        assert refused.status_code == 401 and refused.json()["type"] == "Unauthorized"
+        listed = client.get("/envs/list", headers={"Authorization": f"Bearer {KEY}"})
+        assert listed.status_code == 200 and listed.json()["open"] == []
+        assert "game:Sudoku-v0-easy" in listed.json()["registered"]
