@@ -11,11 +11,10 @@ call). All three contenders decode greedily and produce exactly the requested nu
 - padded batch: transformers `generate` on all 16 as one left-padded batch, run to the longest output.
 
 Tokens/s counts the requested output tokens only; tokens per CPU-second (this process's CPU time, all
-threads) is also shown, since wall time on a machine shared with other work swings with their load.
-TTFT is measured from the moment all requests are submitted
-(for the sequential baseline a request waits for the ones before it). The engine's tokens are checked against
-the sequential baseline's, token for token. Finally the engine is put to sleep and woken, and the resident
-memory it frees is reported.
+threads) is also shown, since wall time on a machine shared with other work swings with their load. TTFT is
+measured from the moment all requests are submitted (for the sequential baseline a request waits for the ones
+before it). The engine's tokens are checked against the sequential baseline's, token for token. Finally the
+engine is put to sleep and woken, and the resident memory it frees is reported.
 
     nice python benchmarks/engine_throughput.py [--quick] [--requests 16]
 """
