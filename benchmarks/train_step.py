@@ -22,6 +22,7 @@ from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.models import load_model
 from roll.trainer.config import OptimizerConfig, TorchBackendConfig
+from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.torch_backend import TorchBackend
 from roll.types import Chunk, Trajectory, pack_trajectories
 
@@ -53,27 +54,38 @@ def agentic_mix(vocab: int, short: int, long: int, seed: int) -> list[Trajectory
     return [trajectories[i] for i in order]
 
 
-def measure(model_id: str, device: str, packing: bool, batch, steps: int, budget: int) -> float:
-    loaded = load_model(model_id, device=device)
+def padded_tokens(batch, budget: int) -> int:
+    """Token slots the padded baseline computes: rows x longest sequence, summed over micro-batches."""
+    total = 0
+    for start, end in plan_micro_batches(batch, budget):
+        lengths = batch.slice_trajectories(start, end).seq_lens
+        total += lengths.numel() * int(lengths.max())
+    return total
+
+
+def measure(args: argparse.Namespace, packing: bool, batch) -> float:
+    loaded = load_model(args.model, device=args.device)
     config = TorchBackendConfig(
-        model=model_id,
-        device=device,
+        model=args.model,
+        device=args.device,
         packing=packing,
-        micro_batch_tokens=budget,
+        micro_batch_tokens=args.micro_batch_tokens,
+        activation_checkpointing=args.activation_checkpointing,
         optimizer=OptimizerConfig(lr=1e-6),
         compute_entropy=False,
     )
     backend = TorchBackend(config, model=loaded.model, tokenizer=loaded.tokenizer)
     loss = build_loss(IPALossConfig())
-    backend.train_step(batch, loss)  # warm-up: allocator, kernels
-    if device.startswith("cuda"):
+    for _ in range(args.warmup):  # allocator, kernels
+        backend.train_step(batch, loss)
+    if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(steps):
+    for _ in range(args.steps):
         backend.train_step(batch, loss)
-    if device.startswith("cuda"):
+    if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    return batch.num_tokens * steps / (time.perf_counter() - start)
+    return batch.num_tokens * args.steps / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -83,7 +95,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--short", type=int, default=14, help="short multi-turn trajectories")
     parser.add_argument("--long", type=int, default=2, help="long trajectories")
-    parser.add_argument("--micro-batch-tokens", type=int, default=2048)
+    parser.add_argument("--micro-batch-tokens", type=int, default=4096)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    parser.add_argument("--activation-checkpointing", action="store_true", help="in both modes")
     args = parser.parse_args()
 
     vocab = load_model(args.model, device="cpu").tokenizer.vocab_size
@@ -93,10 +107,13 @@ def main() -> None:
         f"batch: {batch.num_tokens} tokens in {lengths.numel()} sequences "
         f"(median {lengths.median():.0f}, max {lengths.max():.0f}), {batch.num_chunks} chunks"
     )
-    packed = measure(args.model, args.device, True, batch, args.steps, args.micro_batch_tokens)
-    print(f"packed: {packed:,.0f} tokens/s")
-    padded = measure(args.model, args.device, False, batch, args.steps, args.micro_batch_tokens)
-    print(f"padded: {padded:,.0f} tokens/s")
+    slots = padded_tokens(batch, args.micro_batch_tokens)
+    overhead = slots / batch.num_tokens
+    print(f"padded baseline computes {slots} token slots for {batch.num_tokens} tokens ({overhead:.2f}x)")
+    packed = measure(args, True, batch)
+    print(f"packed: {packed:,.1f} tokens/s")
+    padded = measure(args, False, batch)
+    print(f"padded: {padded:,.1f} tokens/s")
     ratio = packed / padded
     print(f"packed / padded = {ratio:.2f}x (goal >= 1.5x)")
     print(
@@ -107,6 +124,8 @@ def main() -> None:
                 "device": args.device,
                 "tokens_per_step": batch.num_tokens,
                 "sequences": lengths.numel(),
+                "padded_token_slots": slots,
+                "micro_batch_tokens": args.micro_batch_tokens,
                 "steps": args.steps,
                 "packed_tokens_per_s": round(packed, 1),
                 "padded_tokens_per_s": round(padded, 1),

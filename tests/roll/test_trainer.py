@@ -211,11 +211,11 @@ def test_lr_schedule_warmup_and_decay() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["smollm2", "tiny_moe"])
-def test_builtin_models_packed_logprobs_equal_per_sequence(
-    fixture: str, request: pytest.FixtureRequest
-) -> None:
+def test_builtin_packed_logprobs_equal_per_sequence(fixture: str, request: pytest.FixtureRequest) -> None:
     model = request.getfixturevalue(fixture).model
     batch = pack_trajectories(agentic_trajectories(count=3))
     with torch.no_grad():
         packed, _ = packed_logprobs(model, batch, CPU)
-    torch.testing.assert_close(packed, _per_sequence_logprobs(model, batch), atol=1e-5, rtol=0)
+    # 30 fp32 layers through a masked vs an is_causal sdpa kernel: logprobs near -5 differ by up to ~2e-5
+    # (relative ~3e-6), so the real model gets a relative term on top of the 1e-5 absolute one.
+    torch.testing.assert_close(packed, _per_sequence_logprobs(model, batch), atol=1e-5, rtol=1e-5)
