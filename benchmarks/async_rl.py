@@ -75,7 +75,7 @@ def main() -> None:
     ]
     runs = {"sync": ["async_ratio=0"], "async": ["async_ratio=1"]}
     if args.multiplex:
-        runs["async+multiplex"] = [
+        runs["async-multiplex"] = [
             "async_ratio=1",
             "engines.num_engines=2",
             "multiplex.enabled=true",

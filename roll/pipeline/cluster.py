@@ -24,6 +24,11 @@ from roll.types import Trajectory
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 1.0
+WORKER_REPLACEMENTS_PER_WORKER = 3
+
+
+class PipelineError(RuntimeError):
+    """The pipeline cannot go on; the message says which role failed and why."""
 
 
 class EngineGroup:
@@ -131,8 +136,11 @@ class Cluster:
             try:
                 ray.get(ref)
                 continue  # it ended because the buffer stopped
-            except ray.exceptions.RayActorError:
-                pass
+            except ray.exceptions.RayActorError as error:
+                if self.workers_lost >= WORKER_REPLACEMENTS_PER_WORKER * self.config.rollout.num_workers:
+                    raise PipelineError(
+                        f"rollout workers died {self.workers_lost + 1} times; the last one said: {error}"
+                    ) from error
             lost = ray.get(self.buffer.worker_lost.remote(worker_id))
             log.warning("rollout worker %s died; %d episodes in flight are sampled again", worker_id, lost)
             self.workers_lost += 1
@@ -175,6 +183,10 @@ class Cluster:
         folder = log.checkpoint_dir(step)
         ray.get(self.trainer.save.remote(str(folder)))
         log.mark_checkpoint(step, {"step": step, "next_group": self.next_group()})
+
+    def export_model(self, folder: Path) -> None:
+        """The trained policy as a Hugging Face folder (`roll serve --model FOLDER` serves it)."""
+        ray.get(self.trainer.export_hf.remote(str(folder)))
 
     def load(self, folder: Path) -> int:
         return ray.get(self.trainer.load.remote(str(folder)))

@@ -57,6 +57,7 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
                     evaluate(cluster, config, log, step=done, label=f"step {done}")
         if not previous or start < config.steps:
             evaluate(cluster, config, log, step=config.steps, label="end")
+            cluster.export_model(run_dir / "model")
     finally:
         cluster.shutdown()
         log.close()

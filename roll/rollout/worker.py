@@ -119,8 +119,3 @@ class RolloutWorker:
                 return None
 
         return list(await asyncio.gather(*(one(task) for task in tasks)))
-
-    def pid(self) -> int:
-        import os
-
-        return os.getpid()
