@@ -170,3 +170,22 @@ def test_shipped_expert_data_matches_the_train_configs_env(tiny_moe: LoadedModel
         assert line["messages"] == play_expert_episode(config.env, line["seed"]).messages
     for trajectory in (to_trajectory(SFTExample(**line), tiny_moe.tokenizer) for line in lines):
         assert all(len(c.output_ids) <= config.rollout.sampling.max_new_tokens for c in trajectory.chunks)
+
+
+async def test_eval_plays_every_seed_on_the_real_engine() -> None:
+    from roll.rollout.experts.eval import evaluate_model
+
+    result = await evaluate_model(
+        "builtin:tiny-qwen3-moe", EASY, SamplingConfig(temperature=0.0, max_new_tokens=8), seeds=[0, 1, 2]
+    )
+    assert result.episodes == 3 and [t.metadata["seed"] for t in result.trajectories] == [0, 1, 2]
+    assert result.turns == sum(len(t.chunks) for t in result.trajectories) >= 3
+    assert result.wins == sum(t.metadata["success"] for t in result.trajectories)
+    assert 0 <= result.format_errors <= result.turns
+    assert all(len(c.output_ids) <= 8 for t in result.trajectories for c in t.chunks)
+
+
+def test_cli_eval_reports_an_unknown_model() -> None:
+    result = CliRunner().invoke(app, ["experts", "eval", "configs/ipa.yaml", "--model", "no/such/folder"])
+    assert result.exit_code == 2
+    assert "Unknown model" in result.output
