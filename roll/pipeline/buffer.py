@@ -65,6 +65,7 @@ class SampleBuffer:
         self._ready: deque[str] = deque()
         self._changed = asyncio.Condition()
         self._stopped = False
+        self._open = False
         self._dead: set[str] = set()
         self.counters = BufferCounters()
 
@@ -81,6 +82,9 @@ class SampleBuffer:
         async with self._changed:
             # A dead worker's calls may still be waiting here; they must not take tasks it can never return.
             while not self._stopped and worker_id not in self._dead:
+                if not self._open:
+                    await self._changed.wait()
+                    continue
                 if self._todo:
                     task, attempts = self._todo.popleft()
                     self._leases.setdefault(worker_id, {})[task] = attempts
@@ -177,8 +181,10 @@ class SampleBuffer:
             return batch
 
     async def set_step(self, step: int) -> None:
-        """The weights of `step` reached the engines: rollout may move one step further ahead."""
+        """The weights of `step` reached the engines: rollout may move one step further ahead. Nothing is
+        handed out before the first call, so no episode is played on weights that are not the policy's."""
         async with self._changed:
+            self._open = True
             self.step = step
             self._changed.notify_all()
 

@@ -45,6 +45,7 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
         cluster.sync_weights()
         if not previous:
             evaluate(cluster, config, log, step=0, label="start", model=policy)
+        cluster.set_step(start)  # rollout starts now, on the policy's weights
         with StepProgress(console, config.steps, start) as progress:
             for step in range(start, config.steps):
                 record = train_step(cluster, config, step)

@@ -16,6 +16,12 @@ def trajectory(task: EpisodeTask, versions: list[int]) -> Trajectory:
     return Trajectory(chunks=chunks, reward=1.0, group_id=task.group_id)
 
 
+async def opened(**settings: int) -> SampleBuffer:
+    buffer = SampleBuffer(**settings)
+    await buffer.set_step(0)
+    return buffer
+
+
 async def take(buffer: SampleBuffer, worker: str = "w0") -> EpisodeTask:
     task = await asyncio.wait_for(buffer.next_task(worker), timeout=1)
     assert task is not None
@@ -30,8 +36,15 @@ async def blocks(buffer: SampleBuffer) -> bool:
     return False
 
 
+async def test_nothing_is_handed_out_before_the_first_weights() -> None:
+    buffer = SampleBuffer(group_size=1, groups_per_step=1, async_ratio=1, max_attempts=3, seed_offset=0)
+    assert await blocks(buffer)
+    await buffer.set_step(0)
+    assert (await take(buffer)).group_id == "g0"
+
+
 async def test_sync_buffer_waits_for_the_weights_of_the_step() -> None:
-    buffer = SampleBuffer(group_size=2, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=100)
+    buffer = await opened(group_size=2, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=100)
     tasks = [await take(buffer), await take(buffer)]
     assert [(t.group_id, t.seed, t.index) for t in tasks] == [("g0", 100, 0), ("g0", 100, 1)]
     assert await blocks(buffer)  # one step's worth handed out: rollout waits for training
@@ -45,7 +58,7 @@ async def test_sync_buffer_waits_for_the_weights_of_the_step() -> None:
 
 
 async def test_async_ratio_lets_rollout_run_one_step_ahead_and_drops_stale() -> None:
-    buffer = SampleBuffer(group_size=1, groups_per_step=1, async_ratio=1, max_attempts=3, seed_offset=0)
+    buffer = await opened(group_size=1, groups_per_step=1, async_ratio=1, max_attempts=3, seed_offset=0)
     first, second = await take(buffer), await take(buffer)
     assert await blocks(buffer)
     await buffer.put("w0", first, trajectory(first, [0]))
@@ -63,7 +76,7 @@ async def test_async_ratio_lets_rollout_run_one_step_ahead_and_drops_stale() -> 
 
 
 async def test_stale_trajectories_in_ready_groups_are_dropped_at_batch_time() -> None:
-    buffer = SampleBuffer(group_size=2, groups_per_step=1, async_ratio=1, max_attempts=3, seed_offset=0)
+    buffer = await opened(group_size=2, groups_per_step=1, async_ratio=1, max_attempts=3, seed_offset=0)
     a, b = await take(buffer), await take(buffer)
     await buffer.put("w0", a, trajectory(a, [0]))
     await buffer.put("w0", b, trajectory(b, [1]))
@@ -73,7 +86,7 @@ async def test_stale_trajectories_in_ready_groups_are_dropped_at_batch_time() ->
 
 
 async def test_failed_episodes_are_sampled_again_up_to_max_attempts() -> None:
-    buffer = SampleBuffer(group_size=1, groups_per_step=2, async_ratio=0, max_attempts=2, seed_offset=0)
+    buffer = await opened(group_size=1, groups_per_step=2, async_ratio=0, max_attempts=2, seed_offset=0)
     task = await take(buffer)
     await buffer.fail("w0", task)
     assert await take(buffer) == task  # resampled first
@@ -85,7 +98,7 @@ async def test_failed_episodes_are_sampled_again_up_to_max_attempts() -> None:
 
 
 async def test_a_dead_workers_episodes_go_back_to_the_queue() -> None:
-    buffer = SampleBuffer(group_size=3, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=0)
+    buffer = await opened(group_size=3, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=0)
     mine = [await take(buffer, "w0"), await take(buffer, "w0")]
     other = await take(buffer, "w1")
     still_waiting = asyncio.create_task(buffer.next_task("w0"))  # a call the dead worker left behind
@@ -102,7 +115,7 @@ async def test_a_dead_workers_episodes_go_back_to_the_queue() -> None:
 
 
 async def test_stop_releases_waiting_workers() -> None:
-    buffer = SampleBuffer(group_size=1, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=0)
+    buffer = await opened(group_size=1, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=0)
     await take(buffer)
     waiting = asyncio.create_task(buffer.next_task("w0"))
     await asyncio.sleep(0.01)
@@ -112,7 +125,7 @@ async def test_stop_releases_waiting_workers() -> None:
 
 @pytest.mark.parametrize("ratio", [0, 2])
 async def test_quota_counts_groups_not_episodes(ratio: int) -> None:
-    buffer = SampleBuffer(group_size=2, groups_per_step=2, async_ratio=ratio, max_attempts=3, seed_offset=0)
+    buffer = await opened(group_size=2, groups_per_step=2, async_ratio=ratio, max_attempts=3, seed_offset=0)
     while not await blocks(buffer):
         pass  # each probe takes one episode until the quota is reached
     assert buffer.counters.groups_started == (1 + ratio) * 2

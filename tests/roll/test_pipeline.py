@@ -104,6 +104,7 @@ def cluster(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Iter
     config = validate_config(TrainConfig, tiny_config(run_dir, env={"latency_s": 0.3}))
     cluster = Cluster(config, config.trainer.model, step=0, next_group=0)
     cluster.sync_weights()
+    cluster.set_step(0)
     yield cluster
     cluster.shutdown()
 
