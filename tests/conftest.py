@@ -1,8 +1,12 @@
 """Session-wide fixtures shared by every package's tests."""
 
+import os
 from collections.abc import Iterator
 
 import pytest
+
+# Before any test imports torch: OpenMP's busy-waiting threads starve each other on a small shared machine.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(scope="session")
