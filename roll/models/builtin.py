@@ -20,7 +20,7 @@ from roll.models.cache import ensure_cached_folder
 BUILTIN_PREFIX = "builtin:"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # The folder names carry a format version so a change in how a model is built never reuses an old folder.
-SMOLLM2_FOLDER = "smollm2-135m-instruct-v1"
+SMOLLM2_FOLDER = "smollm2-135m-instruct-v2"
 TINY_MOE_FOLDER = "tiny-qwen3-moe-seed{seed}-v1"
 TINY_MOE_SEED = 0
 
@@ -69,6 +69,8 @@ def _convert_smollm2(folder: Path) -> None:
         progress.update(steps, description="Building a plain model from the dequantised weights")
         config = gguf_model.config
         config.dtype = torch.float32
+        # Left in, the GGUF quantization entry makes every later save_pretrained of this model refuse.
+        del config.quantization_config
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         model.load_state_dict(gguf_model.state_dict())
         model.generation_config = gguf_model.generation_config

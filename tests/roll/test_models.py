@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,13 @@ def test_smollm2_converted_folder_is_a_plain_model_that_answers(smollm2: LoadedM
     ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
     out = smollm2.model.generate(ids, max_new_tokens=8, do_sample=False)
     assert "Paris" in tok.decode(out[0, ids.shape[1] :])
+
+
+def test_converted_smollm2_can_be_saved_again(smollm2: LoadedModel, tmp_path: Path) -> None:
+    # Trainers export it (SFT warm start, export_hf): a leftover GGUF quantization entry would refuse that.
+    assert "quantization_config" not in json.loads((smollm2.path / "config.json").read_text())
+    smollm2.model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists()
 
 
 def test_builtin_is_converted_once(smollm2: LoadedModel) -> None:
