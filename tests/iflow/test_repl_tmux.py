@@ -52,8 +52,13 @@ class Terminal:
             time.sleep(0.1)
         raise AssertionError(f"{text!r} did not appear on the terminal within {timeout} s; screen:\n{screen}")
 
+    def start(self, command: str) -> None:
+        self.tmux("new-session", "-d", "-s", self.name, "-x", "140", "-y", "50", command)
+        # Keep the pane (and what it shows) after iflow exits, or a fast exit leaves nothing to read.
+        self.tmux("set-option", "-w", "-t", self.name, "remain-on-exit", "on")
+
     def alive(self) -> bool:
-        return self.name in self.tmux("list-sessions", "-F", "#{session_name}")
+        return self.tmux("display-message", "-p", "-t", self.name, "#{pane_dead}").strip() == "0"
 
 
 @pytest.fixture
@@ -79,7 +84,7 @@ def test_prompt_approval_todo_interrupt_and_exit(
             f"cd {shlex.quote(str(git_repo))} && env IFLOW_HOME={shlex.quote(str(iflow_home))} "
             f"{shlex.quote(IFLOW)} --base-url {server.url} --model scripted-model"
         )
-        terminal.tmux("new-session", "-d", "-s", terminal.name, "-x", "140", "-y", "50", command)
+        terminal.start(command)
         terminal.wait_for("/help for commands")
 
         terminal.send("-l", "please create")
