@@ -88,7 +88,7 @@ def check_against_model(config: MegatronBackendConfig, hf_config: dict[str, Any]
             f"trainer.model: model_type {model_type!r} is not supported by the megatron backend "
             f"(allowed: {', '.join(SUPPORTED_MODEL_TYPES)}); use trainer.type: torch for other models"
         )
-    tp, pp, cp = config.tensor_parallel_size, config.pipeline_parallel_size, config.context_parallel_size
+    tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
     heads = int(hf_config["num_attention_heads"])
     groups = int(hf_config.get("num_key_value_heads") or heads)
     layers = int(hf_config["num_hidden_layers"])
