@@ -58,6 +58,12 @@ class SGLangEngineConfig(StrictConfig):
         description="Allow sleep/wake (release/resume_memory_occupation) for train-rollout multiplexing "
         "(ServerArgs.enable_memory_saver, needs the torch_memory_saver package).",
     )
+    enable_weights_cpu_backup: bool = Field(
+        True,
+        description="Keep a host copy of the weights while asleep, so wake needs no weight update "
+        "(ServerArgs.enable_weights_cpu_backup); False frees host memory but sleep then loses the weights "
+        "until the next update.",
+    )
     weight_update: Literal["tensor", "distributed"] = Field(
         "tensor",
         description="How trained weights arrive: tensor (the trainer's tensors handed over in-process or "
@@ -85,6 +91,7 @@ class SGLangEngineConfig(StrictConfig):
             "mem_fraction_static": self.mem_fraction_static,
             "disable_radix_cache": self.disable_radix_cache,
             "enable_memory_saver": self.enable_memory_saver,
+            "enable_weights_cpu_backup": self.enable_weights_cpu_backup,
             "random_seed": self.random_seed,
             "log_level": self.log_level,
         }
