@@ -11,6 +11,7 @@ Surrogates: a weight w (constant, or with stop-gradient) times log pi_theta has 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,6 +77,27 @@ def behaviour_logprobs(batch: PackedBatch, old_logprobs: torch.Tensor) -> torch.
     return torch.where(has_mu, batch.engine_logprobs, old_logprobs)
 
 
+def positive_full_rate_weight(
+    rho: torch.Tensor, mismatch: torch.Tensor, returns: torch.Tensor, high: float, low: float | None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """IPA's weighting rule on any unit (a chunk, or a token for token-level REINFORCE).
+
+    Units with G > 0 weight G m; the others stopgrad(clip(rho, 0, 1)) G m, where m is the mismatch mask
+    1[mismatch <= H (>= L)]. Returns the per-unit weights and per-unit metrics for the caller to select from.
+    """
+    keep = mismatch_mask(mismatch, high, low).to(rho.dtype)
+    positive = returns > 0
+    weight = torch.where(positive, returns * keep, rho.detach().clamp(0.0, 1.0) * returns * keep)
+    metrics = {
+        "is_ratio": rho.detach(),
+        "mismatch_ratio": mismatch.detach(),
+        "masked_fraction": (keep == 0).float(),
+        "clip_fraction": (~positive & (rho > 1)).float(),
+        "advantage": returns.detach(),
+    }
+    return weight, metrics
+
+
 def k3_kl(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(pi_old || pi_theta): r - 1 - log r with r = pi_theta / pi_old."""
     log_r = (logprobs - old_logprobs).detach()
@@ -99,13 +121,9 @@ def _normaliser(batch: PackedBatch, chunks: torch.Tensor, normalization: Normali
     return max(total, 1.0)
 
 
-def _common_metrics(
-    tokens: torch.Tensor, logprobs: torch.Tensor, old_logprobs: torch.Tensor, entropy: torch.Tensor | None
-) -> dict[str, torch.Tensor]:
-    metrics = {"kl_k3": k3_kl(logprobs[tokens], old_logprobs[tokens])}
-    if entropy is not None:
-        metrics["entropy"] = entropy[tokens].detach()
-    return metrics
+def chunk_tokens(batch: PackedBatch, chunks: torch.Tensor) -> torch.Tensor:
+    """[T] bool: the generated tokens of the selected chunks ([C] bool)."""
+    return batch.loss_mask & chunks[batch.chunk_index.clamp(min=0)]
 
 
 def _trajectory_rewards(batch: PackedBatch, group_baseline: bool) -> torch.Tensor:
@@ -117,26 +135,18 @@ def _trajectory_rewards(batch: PackedBatch, group_baseline: bool) -> torch.Tenso
     return reward - group_mean(reward, group)
 
 
-class IPALoss:
-    """IPA. Positive chunks (G_c > 0): weight G_c m_c. Others: stopgrad(clip(rho_c, 0, 1)) G_c m_c.
+class _MaskedLoss(ABC):
+    """The call path every loss shares.
 
-    rho_c = exp(mean_t(log pi_theta - log pi_old)), m_c = 1[exp(mean_t(log pi_old - log mu)) <= H (>= L)],
-    G_k = gamma^(K-k) (R - baseline). Loss = lambda_RL * L_RL(non-expert chunks) + lambda_IL * NLL(expert
-    chunks), each normalised over the whole batch (NLL always by its token count).
+    Only the generated tokens of trained chunks count: by default the relevant ones (the task-aware context
+    mask drops a chunk from every loss, numerator and normaliser alike). `prepare` must have set the loss's
+    normalisers; the common metrics (k3 KL, entropy) are taken over the trained tokens.
     """
 
-    def __init__(self, config: IPALossConfig) -> None:
-        self.config = config
+    norm_key: str
 
-    def prepare(self, batch: PackedBatch) -> PackedBatch:
-        cfg = self.config
-        reward = _trajectory_rewards(batch, cfg.group_baseline)[batch.chunk_traj]
-        returns = chunk_returns(reward, batch.chunk_pos, batch.chunk_count, cfg.gamma)
-        norm = {
-            "rl": _normaliser(batch, ~batch.chunk_expert, cfg.normalization),
-            "il": _normaliser(batch, batch.chunk_expert, "token_mean"),
-        }
-        return batch.with_updates(chunk_advantage=returns, norm=norm)
+    def trained_chunks(self, batch: PackedBatch) -> torch.Tensor:
+        return batch.chunk_relevant
 
     def __call__(
         self,
@@ -145,39 +155,96 @@ class IPALoss:
         old_logprobs: torch.Tensor,
         entropy: torch.Tensor | None = None,
     ) -> LossOutput:
+        assert self.norm_key in batch.norm, "call prepare(batch) on the full batch first"
+        chunks = self.trained_chunks(batch)
+        tokens = chunk_tokens(batch, chunks)
+        loss, metrics = self.masked_loss(batch, chunks, tokens, logprobs, old_logprobs)
+        common = {"kl_k3": k3_kl(logprobs[tokens], old_logprobs[tokens])}
+        if entropy is not None:
+            common["entropy"] = entropy[tokens].detach()
+        return LossOutput(loss, {**common, **metrics})
+
+    @abstractmethod
+    def masked_loss(
+        self,
+        batch: PackedBatch,
+        chunks: torch.Tensor,
+        tokens: torch.Tensor,
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The micro-batch's loss share over `tokens` (of `chunks`), and the loss's own metrics."""
+
+
+class _RLLoss(_MaskedLoss):
+    """A policy-gradient loss normalised over the generated tokens (or the number) of the relevant chunks."""
+
+    norm_key = "rl"
+
+    def __init__(self, normalization: Normalization) -> None:
+        self.normalization = normalization
+
+    def prepared(self, batch: PackedBatch, **advantages: torch.Tensor) -> PackedBatch:
+        norm = {"rl": _normaliser(batch, self.trained_chunks(batch), self.normalization)}
+        return batch.with_updates(norm=norm, **advantages)
+
+    def scale(self, batch: PackedBatch, dtype: torch.dtype) -> torch.Tensor:
+        return _token_scale(batch, self.normalization).to(dtype)
+
+
+class IPALoss(_RLLoss):
+    """IPA. Positive chunks (G_c > 0): weight G_c m_c. Others: stopgrad(clip(rho_c, 0, 1)) G_c m_c.
+
+    rho_c = exp(mean_t(log pi_theta - log pi_old)), m_c = 1[exp(mean_t(log pi_old - log mu)) <= H (>= L)],
+    G_k = gamma^(K-k) (R - baseline), k and K counting every chunk of the trajectory. Loss = lambda_RL *
+    L_RL(non-expert chunks) + lambda_IL * NLL(expert chunks), each normalised over the whole batch (NLL always
+    by its token count). Chunks marked not relevant take part in neither.
+    """
+
+    def __init__(self, config: IPALossConfig) -> None:
+        super().__init__(config.normalization)
+        self.config = config
+
+    def prepare(self, batch: PackedBatch) -> PackedBatch:
+        cfg = self.config
+        reward = _trajectory_rewards(batch, cfg.group_baseline)[batch.chunk_traj]
+        returns = chunk_returns(reward, batch.chunk_pos, batch.chunk_count, cfg.gamma)
+        relevant = self.trained_chunks(batch)
+        norm = {
+            "rl": _normaliser(batch, relevant & ~batch.chunk_expert, cfg.normalization),
+            "il": _normaliser(batch, relevant & batch.chunk_expert, "token_mean"),
+        }
+        return batch.with_updates(chunk_advantage=returns, norm=norm)
+
+    def masked_loss(
+        self,
+        batch: PackedBatch,
+        chunks: torch.Tensor,
+        tokens: torch.Tensor,
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         cfg = self.config
         assert batch.chunk_advantage is not None, "call prepare(batch) on the full batch first"
-        n, idx, mask = batch.num_chunks, batch.chunk_index, batch.loss_mask
-        tok_chunk = idx.clamp(min=0)
+        n, idx = batch.num_chunks, batch.chunk_index
         mu = behaviour_logprobs(batch, old_logprobs)
         rho = torch.exp(segment_mean(logprobs - old_logprobs, idx, n))
         mismatch = torch.exp(segment_mean(old_logprobs - mu, idx, n))
-        keep = mismatch_mask(mismatch, cfg.mismatch_high, cfg.mismatch_low).to(logprobs.dtype)
         returns = batch.chunk_advantage.to(logprobs.dtype)
-        positive = returns > 0
-        is_weight = rho.detach().clamp(0.0, 1.0)
-        weight = torch.where(positive, returns * keep, is_weight * returns * keep)
-
-        rl_chunks = ~batch.chunk_expert
-        rl_tokens = mask & rl_chunks[tok_chunk]
-        il_tokens = mask & batch.chunk_expert[tok_chunk]
-        scale = _token_scale(batch, cfg.normalization).to(logprobs.dtype)
-        rl_loss = -(weight[tok_chunk] * scale * logprobs)[rl_tokens].sum() / batch.norm["rl"]
+        weight, unit_metrics = positive_full_rate_weight(
+            rho, mismatch, returns, cfg.mismatch_high, cfg.mismatch_low
+        )
+        rl_chunks = chunks & ~batch.chunk_expert
+        rl_tokens = chunk_tokens(batch, rl_chunks)
+        il_tokens = chunk_tokens(batch, chunks & batch.chunk_expert)
+        token_weight = weight[idx.clamp(min=0)] * self.scale(batch, logprobs.dtype)
+        rl_loss = -(token_weight * logprobs)[rl_tokens].sum() / batch.norm["rl"]
         il_loss = -logprobs[il_tokens].sum() / batch.norm["il"]
         loss = cfg.lambda_rl * rl_loss + cfg.lambda_il * il_loss
-
-        metrics = _common_metrics(mask, logprobs, old_logprobs, entropy)
-        metrics.update(
-            is_ratio=rho[rl_chunks].detach(),
-            mismatch_ratio=mismatch[rl_chunks].detach(),
-            masked_fraction=(keep[rl_chunks] == 0).float(),
-            clip_fraction=(~positive & (rho > 1))[rl_chunks].float(),
-            advantage=returns[rl_chunks].detach(),
-        )
-        return LossOutput(loss, metrics)
+        return loss, {name: values[rl_chunks] for name, values in unit_metrics.items()}
 
 
-class TokenReinforceLoss:
+class TokenReinforceLoss(_RLLoss):
     """Token-level REINFORCE: IPA's rule with each token its own chunk.
 
     G_t = gamma^(N-n) (R - baseline) over the trajectory's N generated tokens, rho_t = pi_theta / pi_old,
@@ -185,149 +252,134 @@ class TokenReinforceLoss:
     """
 
     def __init__(self, config: TokenReinforceLossConfig) -> None:
+        super().__init__(config.normalization)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
         reward = _trajectory_rewards(batch, self.config.group_baseline)
         returns = token_returns(reward, batch.token_trajectory(), batch.loss_mask, self.config.gamma)
-        all_chunks = torch.ones(batch.num_chunks, dtype=torch.bool)
-        norm = {"rl": _normaliser(batch, all_chunks, self.config.normalization)}
-        return batch.with_updates(token_advantage=returns, norm=norm)
+        return self.prepared(batch, token_advantage=returns)
 
-    def __call__(
+    def masked_loss(
         self,
         batch: PackedBatch,
+        chunks: torch.Tensor,
+        tokens: torch.Tensor,
         logprobs: torch.Tensor,
         old_logprobs: torch.Tensor,
-        entropy: torch.Tensor | None = None,
-    ) -> LossOutput:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         cfg = self.config
         assert batch.token_advantage is not None, "call prepare(batch) on the full batch first"
-        mask = batch.loss_mask
         mu = behaviour_logprobs(batch, old_logprobs)
         rho = torch.exp(logprobs - old_logprobs)
         mismatch = torch.exp(old_logprobs - mu)
-        keep = mismatch_mask(mismatch, cfg.mismatch_high, cfg.mismatch_low).to(logprobs.dtype)
         returns = batch.token_advantage.to(logprobs.dtype)
-        positive = returns > 0
-        weight = torch.where(positive, returns * keep, rho.detach().clamp(0.0, 1.0) * returns * keep)
-        scale = _token_scale(batch, cfg.normalization).to(logprobs.dtype)
-        loss = -(weight * scale * logprobs)[mask].sum() / batch.norm["rl"]
-        metrics = _common_metrics(mask, logprobs, old_logprobs, entropy)
-        metrics.update(
-            is_ratio=rho[mask].detach(),
-            mismatch_ratio=mismatch[mask].detach(),
-            masked_fraction=(keep[mask] == 0).float(),
-            clip_fraction=(~positive & (rho > 1))[mask].float(),
-            advantage=returns[mask].detach(),
+        weight, unit_metrics = positive_full_rate_weight(
+            rho, mismatch, returns, cfg.mismatch_high, cfg.mismatch_low
         )
-        return LossOutput(loss, metrics)
+        loss = -(weight * self.scale(batch, logprobs.dtype) * logprobs)[tokens].sum() / batch.norm["rl"]
+        return loss, {name: values[tokens] for name, values in unit_metrics.items()}
 
 
-class GRPOLoss:
+class GRPOLoss(_RLLoss):
     """GRPO: A = (R - mean_g) / (std_g + eps) per trajectory; per token -min(r A, clip(r, 1-lo, 1+hi) A)."""
 
     def __init__(self, config: GRPOLossConfig) -> None:
+        super().__init__(config.normalization)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
         reward = _trajectory_rewards(batch, group_baseline=False)
         group = trajectory_values(batch.chunk_group, batch.chunk_traj, batch.num_trajectories)
         advantage = group_normalized(reward, group, self.config.std_eps)[batch.chunk_traj]
-        all_chunks = torch.ones(batch.num_chunks, dtype=torch.bool)
-        norm = {"rl": _normaliser(batch, all_chunks, self.config.normalization)}
-        return batch.with_updates(chunk_advantage=advantage, norm=norm)
+        return self.prepared(batch, chunk_advantage=advantage)
 
-    def __call__(
+    def masked_loss(
         self,
         batch: PackedBatch,
+        chunks: torch.Tensor,
+        tokens: torch.Tensor,
         logprobs: torch.Tensor,
         old_logprobs: torch.Tensor,
-        entropy: torch.Tensor | None = None,
-    ) -> LossOutput:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         cfg = self.config
         assert batch.chunk_advantage is not None, "call prepare(batch) on the full batch first"
-        mask = batch.loss_mask
         advantage = batch.chunk_advantage.to(logprobs.dtype)[batch.chunk_index.clamp(min=0)]
         ratio = torch.exp(logprobs - old_logprobs)
         clipped_ratio = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
         surrogate = torch.minimum(ratio * advantage, clipped_ratio * advantage)
-        scale = _token_scale(batch, cfg.normalization).to(logprobs.dtype)
-        loss = -(surrogate * scale)[mask].sum() / batch.norm["rl"]
+        loss = -(surrogate * self.scale(batch, logprobs.dtype))[tokens].sum() / batch.norm["rl"]
         clipped_up = (ratio > 1 + cfg.clip_high) & (advantage > 0)
         clipped = clipped_up | ((ratio < 1 - cfg.clip_low) & (advantage < 0))
-        metrics = _common_metrics(mask, logprobs, old_logprobs, entropy)
-        metrics.update(
-            is_ratio=ratio[mask].detach(),
-            clip_fraction=clipped[mask].float(),
-            advantage=advantage[mask].detach(),
-        )
-        return LossOutput(loss, metrics)
+        metrics = {
+            "is_ratio": ratio[tokens].detach(),
+            "clip_fraction": clipped[tokens].float(),
+            "advantage": advantage[tokens].detach(),
+        }
+        return loss, metrics
 
 
-class ReinforceLoss:
-    """Plain REINFORCE: weight stopgrad(min(rho_s, C)) (R - baseline) on every generated token of a
-    trajectory, rho_s = exp(mean over the trajectory's generated tokens of (log pi_theta - log mu))."""
+class ReinforceLoss(_RLLoss):
+    """Plain REINFORCE: weight stopgrad(min(rho_s, C)) (R - baseline) on every trained token of a trajectory,
+    rho_s = exp(mean over the trajectory's trained (relevant) generated tokens of (log pi_theta - log mu))."""
 
     def __init__(self, config: ReinforceLossConfig) -> None:
+        super().__init__(config.normalization)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
         advantage = _trajectory_rewards(batch, self.config.group_baseline)[batch.chunk_traj]
-        all_chunks = torch.ones(batch.num_chunks, dtype=torch.bool)
-        norm = {"rl": _normaliser(batch, all_chunks, self.config.normalization)}
-        return batch.with_updates(chunk_advantage=advantage, norm=norm)
+        return self.prepared(batch, chunk_advantage=advantage)
 
-    def __call__(
+    def masked_loss(
         self,
         batch: PackedBatch,
+        chunks: torch.Tensor,
+        tokens: torch.Tensor,
         logprobs: torch.Tensor,
         old_logprobs: torch.Tensor,
-        entropy: torch.Tensor | None = None,
-    ) -> LossOutput:
-        cfg = self.config
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         assert batch.chunk_advantage is not None, "call prepare(batch) on the full batch first"
-        mask = batch.loss_mask
-        token_traj = torch.where(mask, batch.token_trajectory(), -1)
+        token_traj = torch.where(tokens, batch.token_trajectory(), -1)
         mu = behaviour_logprobs(batch, old_logprobs)
         rho = torch.exp(segment_mean(logprobs - mu, token_traj, batch.num_trajectories))
         traj_adv = trajectory_values(batch.chunk_advantage, batch.chunk_traj, batch.num_trajectories)
-        weight = rho.detach().clamp(max=cfg.is_cap) * traj_adv.to(logprobs.dtype)
-        scale = _token_scale(batch, cfg.normalization).to(logprobs.dtype)
-        loss = -(weight[token_traj.clamp(min=0)] * scale * logprobs)[mask].sum() / batch.norm["rl"]
-        metrics = _common_metrics(mask, logprobs, old_logprobs, entropy)
-        metrics.update(
-            is_ratio=rho.detach(),
-            clip_fraction=(rho > cfg.is_cap).float(),
-            advantage=traj_adv.detach(),
-        )
-        return LossOutput(loss, metrics)
+        weight = rho.detach().clamp(max=self.config.is_cap) * traj_adv.to(logprobs.dtype)
+        token_weight = weight[token_traj.clamp(min=0)] * self.scale(batch, logprobs.dtype)
+        loss = -(token_weight * logprobs)[tokens].sum() / batch.norm["rl"]
+        metrics = {
+            "is_ratio": rho.detach(),
+            "clip_fraction": (rho > self.config.is_cap).float(),
+            "advantage": traj_adv.detach(),
+        }
+        return loss, metrics
 
 
-class SFTLoss:
+class SFTLoss(_MaskedLoss):
     """Error-masked SFT: -sum_k m_k log pi(c_k | s_k) / (sum_k m_k |c_k| + eps), m_k = !error * relevant."""
+
+    norm_key = "sft"
 
     def __init__(self, config: SFTLossConfig) -> None:
         self.config = config
 
+    def trained_chunks(self, batch: PackedBatch) -> torch.Tensor:
+        return ~batch.chunk_error & batch.chunk_relevant
+
     def prepare(self, batch: PackedBatch) -> PackedBatch:
-        keep = ~batch.chunk_error & batch.chunk_relevant
-        tokens = float(batch.chunk_lengths()[keep].sum())
+        tokens = float(batch.chunk_lengths()[self.trained_chunks(batch)].sum())
         return batch.with_updates(norm={"sft": tokens + self.config.eps})
 
-    def __call__(
+    def masked_loss(
         self,
         batch: PackedBatch,
+        chunks: torch.Tensor,
+        tokens: torch.Tensor,
         logprobs: torch.Tensor,
         old_logprobs: torch.Tensor,
-        entropy: torch.Tensor | None = None,
-    ) -> LossOutput:
-        keep = ~batch.chunk_error & batch.chunk_relevant
-        tokens = batch.loss_mask & keep[batch.chunk_index.clamp(min=0)]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         loss = -logprobs[tokens].sum() / batch.norm["sft"]
-        metrics = _common_metrics(tokens, logprobs, old_logprobs, entropy)
-        metrics.update(nll=-logprobs[tokens].detach(), masked_fraction=(~keep).float())
-        return LossOutput(loss, metrics)
+        return loss, {"nll": -logprobs[tokens].detach(), "masked_fraction": (~chunks).float()}
 
 
 def summarize(metrics: list[dict[str, torch.Tensor]]) -> dict[str, float]:

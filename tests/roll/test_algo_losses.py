@@ -204,3 +204,75 @@ def test_micro_batches_sum_to_the_full_batch_loss() -> None:
 def test_summarize_reports_mean_min_max() -> None:
     stats = summarize([{"x": torch.tensor([1.0, 3.0])}, {"x": torch.tensor([2.0])}])
     assert stats == {"x/mean": 2.0, "x/min": 1.0, "x/max": 3.0}
+
+
+# A chunk marked not relevant (task-aware context mask) contributes nothing to any RL loss: no weight, no
+# gradient, not counted in the normaliser; returns and group advantages still count every chunk.
+
+
+def test_ipa_irrelevant_chunk_contributes_nothing() -> None:
+    batch = pack_trajectories(
+        [
+            Trajectory(chunks=[_chunk(2, mu=[-1.0, -2.0]), _chunk(1, mu=[-0.5], relevant=False)], reward=1.0),
+            Trajectory(chunks=[_chunk(2, mu=[-1.3, -1.5])], reward=-1.0),
+        ]
+    )
+    old = [-1.0, -2.0, -0.5, -1.2, -1.4]
+    prepared, out, grad = _run(IPALossConfig(gamma=0.5), batch, LP, old)
+    # G = [0.5, 1, -1] as without the mask; 4 trained tokens:
+    # L = -(0.5*-1 + 0.5*-2 + (-1)(-1) + (-1)(-1.2)) / 4
+    assert prepared.chunk_advantage.tolist() == pytest.approx([0.5, 1.0, -1.0])
+    assert prepared.norm["rl"] == 4.0
+    assert out.loss.item() == pytest.approx(-0.175, abs=1e-6)
+    assert grad == pytest.approx([-0.125, -0.125, 0.0, 0.25, 0.25], abs=1e-6) and grad[2] == 0.0
+    assert out.metrics["is_ratio"].tolist() == pytest.approx([1.0, math.exp(0.2)], abs=1e-6)
+
+    _, out, grad = _run(IPALossConfig(gamma=0.5, normalization="sequence_mean"), batch, LP, old)
+    # two trained chunks: L = -(0.5*(-1-2)/2 + (-1)(-1-1.2)/2) / 2
+    assert out.loss.item() == pytest.approx(-(-0.75 + 1.1) / 2, abs=1e-6)
+    assert grad == pytest.approx([-0.125, -0.125, 0.0, 0.25, 0.25], abs=1e-6)
+
+
+def test_grpo_irrelevant_chunk_contributes_nothing() -> None:
+    trajectories = [Trajectory(chunks=[_chunk(1)], reward=r, group_id="g") for r in (1.0, 0.0, 0.0)]
+    trajectories[1].chunks[0].relevant = False
+    lp = [-1.0, -1.0, -2.0]
+    old = [-1.5, -1.0, -2.0]
+    prepared, out, grad = _run(GRPOLossConfig(std_eps=1e-12), pack_trajectories(trajectories), lp, old)
+    a_pos, a_neg = 2 / math.sqrt(3), -1 / math.sqrt(3)  # the group still has three members
+    assert prepared.chunk_advantage.tolist() == pytest.approx([a_pos, a_neg, a_neg], abs=1e-6)
+    # token 0 clipped at 1.2 (no grad), token 1 masked, token 2 ratio 1; two trained tokens
+    assert out.loss.item() == pytest.approx(-(1.2 * a_pos + a_neg) / 2, abs=1e-6)
+    assert grad == pytest.approx([0.0, 0.0, -a_neg / 2], abs=1e-6) and grad[1] == 0.0
+    assert out.metrics["advantage"].tolist() == pytest.approx([a_pos, a_neg], abs=1e-6)
+
+
+def test_token_reinforce_irrelevant_chunk_contributes_nothing() -> None:
+    batch = pack_trajectories(
+        [
+            Trajectory(chunks=[_chunk(2, mu=[-1, -1]), _chunk(1, mu=[-1], relevant=False)], reward=1.0),
+            Trajectory(chunks=[_chunk(1, mu=[-1.5])], reward=-1.0),
+        ]
+    )
+    lp = [-1.0, -1.0, -1.0, -1.0]
+    old = [-1.0, -1.0, -1.0, -1.5]
+    # G = [0.25, 0.5, 1, -1] (discounting counts the masked token); trained tokens 0, 1, 3
+    _, out, grad = _run(TokenReinforceLossConfig(gamma=0.5), batch, lp, old)
+    assert out.loss.item() == pytest.approx(-(-0.25 - 0.5 + 1.0) / 3, abs=1e-6)
+    assert grad == pytest.approx([-0.25 / 3, -0.5 / 3, 0.0, 1 / 3], abs=1e-6) and grad[2] == 0.0
+
+
+def test_reinforce_irrelevant_chunk_leaves_the_sequence_ratio() -> None:
+    batch = pack_trajectories(
+        [
+            Trajectory(chunks=[_chunk(1, mu=[-1.5]), _chunk(1, mu=[-3.0], relevant=False)], reward=1.0),
+            Trajectory(chunks=[_chunk(1, mu=[-2.0])], reward=-1.0),
+        ]
+    )
+    lp = [-1.0, -2.0, -1.0]
+    # traj 0: rho over its trained token only = e^0.5 (with the masked one it would be e^0.75)
+    _, out, grad = _run(ReinforceLossConfig(is_cap=2.0), batch, lp, lp)
+    w0 = math.exp(0.5)
+    assert out.metrics["is_ratio"].tolist() == pytest.approx([w0, math.e], abs=1e-6)
+    assert out.loss.item() == pytest.approx(-(w0 * -1.0 + 2.0) / 2, abs=1e-6)
+    assert grad == pytest.approx([-w0 / 2, 0.0, 1.0], abs=1e-6) and grad[1] == 0.0
