@@ -100,7 +100,8 @@ def check_against_model(config: MegatronBackendConfig, hf_config: dict[str, Any]
             f"world size {world_size} is not a multiple of tensor_parallel_size x pipeline_parallel_size x "
             f"context_parallel_size = {config.model_parallel_size}; change those sizes or the number of GPUs"
         )
-    experts = hf_config.get("num_experts")
+    # transformers 5 writes num_local_experts, older config files num_experts
+    experts = hf_config.get("num_experts") or hf_config.get("num_local_experts")
     moe_sizes = config.expert_parallel_size * config.expert_tensor_parallel_size
     if not experts:
         if moe_sizes > 1:
