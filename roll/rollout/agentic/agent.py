@@ -1,35 +1,36 @@
 """The iflow agent for agent-native rollouts: host side, tools in the task's ROCK sandbox, and optionally a
 prefix of expert steps already taken (initialized resampling).
 
-With `start = k > 0`, the first k expert steps are replayed: each shell command runs through iflow's own
-shell tool in the agent's session (so the sandbox holds their effects and the tool results read exactly as
-the agent's own would), their messages follow the instruction in the history, and the policy is asked to
+With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.agentic.prefill`: through iflow's
+own shell tool in the agent's session, their messages after the instruction) and the policy is asked to
 continue (`CONTINUE_PROMPT`).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from iflow.agent import ApprovalMode, TerminationReason
-from iflow.agent.build import AgentOptions, AgentParts, build_agent, llm_config, system_prompt
+from iflow.agent.build import AgentOptions, AgentParts, build_agent, llm_config
 from iflow.agent.runtime import AgentConfig
 from iflow.executors.rock import RockExecutor
 from iflow.llm import LLMClient
 from iflow.settings import load_settings
 from iflow.todos import TodoStore
-from iflow.tools.base import ToolContext
-from iflow.tools.shell import RunShellCommand
 from roll.rollout.agentic.expert import ExpertStep
+from roll.rollout.agentic.prefill import CONTINUE_PROMPT, prefilled_history
 from rome.bench.agents import AgentOutcome
 from rome.bench.sandbox import TrialSandbox
 from rome.bench.tasks import Task
 
-CONTINUE_PROMPT = "Continue the task from where the steps above left off."
+__all__ = ["CONTINUE_PROMPT", "ResampledIflowAgent", "expert_messages"]
+
+
+def expert_messages(steps: list[ExpertStep]) -> list[dict[str, object]]:
+    """The expert steps as the assistant messages of a history (call ids `expert_<index>`)."""
+    return [step.assistant_message(f"expert_{index}") for index, step in enumerate(steps)]
 
 
 class ResampledIflowAgent:
@@ -75,11 +76,7 @@ class ResampledIflowAgent:
             agent = build_agent(parts)
             prompt = task.instruction
             if self.prefix:
-                agent.messages = [
-                    {"role": "system", "content": system_prompt(cwd, ApprovalMode.YOLO)},
-                    {"role": "user", "content": task.instruction},
-                    *self._replay(parts),
-                ]
+                agent.messages = prefilled_history(parts, task.instruction, expert_messages(self.prefix))
                 prompt = CONTINUE_PROMPT
             try:
                 result = agent.run(prompt)
@@ -95,22 +92,3 @@ class ResampledIflowAgent:
                 f" ({result.error})" if result.error else ""
             )
         return AgentOutcome(timed_out=result.termination is TerminationReason.MAX_TIME, error=error, log=log)
-
-    def _replay(self, parts: AgentParts) -> list[dict[str, Any]]:
-        shell = RunShellCommand()
-        context = ToolContext(
-            executor=parts.executor,
-            todos=parts.todos,
-            save_memory=lambda fact: "memory is off while replaying expert steps",
-            shell_timeout_s=parts.config.shell_timeout_s,
-        )
-        messages: list[dict[str, Any]] = []
-        for index, step in enumerate(self.prefix):
-            call_id = f"expert_{index}"
-            message = step.assistant_message(call_id)
-            messages.append(message)
-            if step.command is not None:
-                arguments = json.loads(message["tool_calls"][0]["function"]["arguments"])
-                result = shell.run(arguments, context)
-                messages.append({"role": "tool", "tool_call_id": call_id, "content": result.output})
-        return messages

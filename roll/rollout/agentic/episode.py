@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rock.proxy.client import ProxyClient
 from rock.proxy.types import EpisodeRecord
-from roll.rollout.agentic.agent import ResampledIflowAgent
+from roll.rollout.agentic.agent import ResampledIflowAgent, expert_messages
 from roll.rollout.agentic.expert import ExpertStep
 from roll.rollout.agentic.in_sandbox import InSandboxIflowAgent
 from roll.types import Trajectory
@@ -66,9 +66,10 @@ def run_agent_episode(
     With `expert` and `start = k`, the first k expert steps are replayed before the policy continues
     (initialized resampling); the trajectory holds the policy's chunks only, its metadata the start.
     With `in_sandbox`, iflow runs inside the sandbox and reaches the proxy through the rocklet's forwarder
-    (the proxy must run on the worker's host; expert prefixes are host-side only)."""
-    if in_sandbox and start:
-        raise ValueError("expert prefixes (start > 0) are replayed host side; run them with in_sandbox=False")
+    (the proxy must run on the worker's host); an expert prefix is then replayed inside the sandbox."""
+    expert = expert or []
+    if not 0 <= start <= len(expert):
+        raise ValueError(f"start {start} is outside 0..{len(expert)} (the expert trajectory's length)")
     if agent_timeout_s is not None:
         task = task.model_copy(update={"agent_timeout_sec": agent_timeout_s})
     try:
@@ -82,7 +83,8 @@ def run_agent_episode(
         assert base_url is not None and model is not None
         agent: ResampledIflowAgent | InSandboxIflowAgent
         if in_sandbox:
-            agent = InSandboxIflowAgent(proxy, episode_id, model, max_turns)
+            prefix = expert_messages(expert[:start])
+            agent = InSandboxIflowAgent(proxy, episode_id, model, max_turns, prefix)
         else:
             agent = ResampledIflowAgent(base_url, model, expert, start, max_turns)
         trial = run_trial(task, attempt, agent, RockProvider(admin_url), image, build_error=build_error)

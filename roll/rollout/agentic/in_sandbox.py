@@ -5,12 +5,17 @@ sandbox reaches its model and nothing else.
 Images need no Python packages of their own beyond python3: the agent bundle (iflow and its dependencies,
 installed on the host once with `pip install --target`, pinned to the host's versions, cached under
 `~/.cache/ale/`) is uploaded to the sandbox and put on PYTHONPATH.
+
+With an expert prefix, `roll/rollout/agentic/prefill.py` (iflow-only) is uploaded too and run instead of the
+CLI: it replays the expert's commands in the sandbox through iflow's shell tool and lets iflow continue from
+that history, exactly as the host-side agent does.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import shlex
 import shutil
 import subprocess
@@ -27,6 +32,8 @@ AGENT_REQUIREMENTS = ("httpx", "pydantic", "typer", "rich", "prompt_toolkit", "p
 BUNDLE_DIR = "/var/tmp/ale-agent"  # /tmp is noexec in sandboxes: pydantic-core could not load
 SANDBOX_SOCKET = "model.sock"
 IFLOW_MAIN = "from iflow.cli import main; main()"  # iflow has no __main__ module
+PREFILL_SCRIPT = "/var/tmp/ale-prefill.py"
+PREFILL_SPEC = "/var/tmp/ale-prefill.json"
 
 
 def agent_bundle() -> Path:
@@ -82,8 +89,17 @@ class InSandboxIflowAgent:
 
     name = "iflow-in-sandbox"
 
-    def __init__(self, proxy: ProxyClient, episode_id: str, model: str, max_turns: int = 20) -> None:
+    def __init__(
+        self,
+        proxy: ProxyClient,
+        episode_id: str,
+        model: str,
+        max_turns: int = 20,
+        prefix: list[dict[str, object]] | None = None,
+    ) -> None:
+        """`prefix`: expert assistant messages to replay before iflow continues (none: iflow -p)."""
         self.proxy, self.episode_id, self.model, self.max_turns = proxy, episode_id, model, max_turns
+        self.prefix = prefix or []
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
         from rome.bench.rock_sandbox import RockSandbox
@@ -98,12 +114,29 @@ class InSandboxIflowAgent:
         self.proxy.attach_socket(box.id, f"{host_dir}/{SANDBOX_SOCKET}", self.episode_id)
         try:
             port = box.forward(0)
+            base_url = f"http://127.0.0.1:{port}/v1"
+            if self.prefix:
+                from roll.rollout.agentic import prefill
+
+                spec = {
+                    "base_url": base_url,
+                    "model": self.model,
+                    "max_turns": self.max_turns,
+                    "max_time_s": timeout,
+                    "instruction": task.instruction,
+                    "steps": self.prefix,
+                }
+                box.write_file(PREFILL_SCRIPT, Path(prefill.__file__).read_bytes())
+                box.write_file(PREFILL_SPEC, json.dumps(spec).encode())
+                agent = f"python3 {PREFILL_SCRIPT} {PREFILL_SPEC}"
+            else:
+                agent = (
+                    f"python3 -c {shlex.quote(IFLOW_MAIN)} --yolo --max-turns {self.max_turns} "
+                    f"--max-time {timeout:g} --base-url {base_url} --model {shlex.quote(self.model)} "
+                    f"-p {shlex.quote(task.instruction)}"
+                )
             command = (
-                f"cd {shlex.quote(sandbox.workdir)} && HOME=/tmp/ale-home PYTHONPATH={BUNDLE_DIR} "
-                f"python3 -c {shlex.quote(IFLOW_MAIN)} --yolo --max-turns {self.max_turns} "
-                f"--max-time {timeout:g} "
-                f"--base-url http://127.0.0.1:{port}/v1 --model {shlex.quote(self.model)} "
-                f"-p {shlex.quote(task.instruction)}"
+                f"cd {shlex.quote(sandbox.workdir)} && HOME=/tmp/ale-home PYTHONPATH={BUNDLE_DIR} {agent}"
             )
             result = sandbox.run(command, timeout=timeout + 30)
         finally:

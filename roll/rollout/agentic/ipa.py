@@ -1,160 +1,221 @@
-"""Initialized resampling on terminal tasks, end to end: per task, the success rate of the policy by the
-expert chunk it starts from.
+"""IPA on terminal tasks with initialized resampling, end to end: evaluate, train in rounds, evaluate again.
 
     python -m roll.rollout.agentic.ipa configs/ipa_terminal.yaml [key.sub=value ...]
+    roll agentic configs/ipa_terminal.yaml [key.sub=value ...]
 
-Starts `roll serve` for the model, the ModelProxyService (train mode) and a ROCK fleet; for each task builds
-the oracle expert trajectory, then for `rounds` rounds runs `episodes_per_anchor` episodes at each of the
-schedule's anchors (sequential rollback with parallel anchors), and reports success by start point, the
-crucial fork, and the chunk counts of the trajectories collected. Writes `report.json` under `output`.
+Serves the model in-process (`TorchEngine` behind `roll serve`'s app), starts the ModelProxyService (train
+mode) and a ROCK fleet, and builds each task's oracle expert trajectory. Then:
+
+1. before: the success rate at every start point k = 0..K-1 (k expert chunks prefilled);
+2. `rounds` training rounds: per task, episodes at the schedule's anchors (sequential rollback with parallel
+   anchors), their trajectories (chunks recorded by the proxy; the imitation fallback when a task has no
+   success), `train.steps_per_round` IPA steps on the torch train backend, the new weights into the engine;
+3. after: the success rate by start point again (when `rounds` > 0).
+
+Prints the tables and writes `report.json` under `output`.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from roll.config import load_config
+from roll.rollout.agentic.config import IPATerminalConfig
 
-from roll.config import StrictConfig, load_config
+if TYPE_CHECKING:
+    from rock.proxy import ProxyClient
+    from roll.rollout.agentic.episode import AgentEpisode
+    from roll.rollout.agentic.expert import ExpertStep
+    from roll.rollout.agentic.resampling import SequentialRollback
+    from rome.bench.tasks import Task
+
+__all__ = ["IPATerminalConfig", "main", "run"]
 
 
-class RollbackConfig(StrictConfig):
-    threshold: float = Field(
-        0.5, gt=0, le=1, description="Success rate at the current start that moves it back"
+class EpisodeRunner:
+    """Runs one episode of a task from a start point through a proxy (training or evaluation)."""
+
+    def __init__(self, config: IPATerminalConfig, fleet_url: str) -> None:
+        self.config, self.fleet_url = config, fleet_url
+
+    def __call__(self, proxy: ProxyClient, task: Task, expert: list[ExpertStep], start: int) -> AgentEpisode:
+        from roll.rollout.agentic.episode import run_agent_episode
+
+        return run_agent_episode(
+            task,
+            proxy,
+            self.fleet_url,
+            agent_timeout_s=self.config.agent_timeout_s,
+            expert=expert,
+            start=start,
+            max_turns=self.config.max_turns,
+            in_sandbox=self.config.in_sandbox,
+        )
+
+
+def _log(console: Any, label: str, task: Task, start: int, expert_len: int, episode: AgentEpisode) -> None:
+    chunks = len(episode.trajectory.chunks) if episode.trajectory else 0
+    console.print(
+        f"{label} {task.id} start {start}/{expert_len}: reward {episode.reward:g}, {chunks} chunks "
+        f"{episode.trial.failure_mode or ''}"
     )
-    min_samples: int = Field(2, ge=1, description="Episodes at the current start before it may move back")
 
 
-class IPATerminalConfig(StrictConfig):
-    """Initialized resampling on terminal tasks (see the module docstring)."""
+def evaluate(
+    label: str,
+    tasks: list[Task],
+    experts: dict[str, list[ExpertStep]],
+    runner: EpisodeRunner,
+    proxy: ProxyClient,
+    console: Any,
+) -> dict[str, dict[str, float]]:
+    """Success rate of every start point 0..K-1 of every task."""
+    episodes = runner.config.eval.episodes_per_start
+    out: dict[str, dict[str, float]] = {}
+    for task in tasks:
+        expert = experts[task.id]
+        rates: dict[str, float] = {}
+        for start in range(len(expert)):
+            wins = 0
+            for _ in range(episodes):
+                episode = runner(proxy, task, expert, start)
+                wins += episode.reward >= 1.0
+                _log(console, label, task, start, len(expert), episode)
+            rates[str(start)] = wins / episodes
+        out[task.id] = rates
+    return out
 
-    model: str = Field("builtin:smollm2-135m-instruct", description="Builtin id or model folder")
-    tasks_dir: Path = Field(Path("rome/tasks/terminal-pro"), description="Folder of task folders")
-    task_ids: list[str] = Field(min_length=1, description="Tasks to run (folder names)")
-    rounds: int = Field(1, ge=1, description="Rounds of the rollback schedule per task")
-    anchors: int = Field(3, ge=1, description="Start points per round: the current one and those before it")
-    episodes_per_anchor: int = Field(1, ge=1)
-    rollback: RollbackConfig = Field(default_factory=RollbackConfig)
-    crucial_fork_gap: float = Field(0.5, gt=0, le=1, description="Success jump that marks a crucial fork")
-    max_turns: int = Field(3, ge=1, description="Model calls per episode")
-    max_tokens: int = Field(96, ge=1, description="Output tokens per model call")
-    temperature: float = Field(0.7, ge=0)
-    agent_timeout_s: float = Field(300.0, gt=0)
-    output: Path = Field(Path("runs/ipa_terminal"), description="Where report.json goes")
 
-
-@contextmanager
-def _engine_server(model_id: str) -> Iterator[str]:
-    import uvicorn
-
-    from roll.engine.server import create_app
-    from roll.engine.torch_engine import TorchEngine
-    from roll.models import load_model
-
-    loaded = load_model(model_id)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(TorchEngine(loaded), loaded), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the engine server for {model_id} did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=60)
-        sock.close()
+def resample_round(
+    round_index: int,
+    task: Task,
+    expert: list[ExpertStep],
+    schedule: SequentialRollback,
+    runner: EpisodeRunner,
+    proxy: ProxyClient,
+    console: Any,
+) -> tuple[list[AgentEpisode], dict[str, Any]]:
+    """One round of a task: `episodes_per_anchor` episodes at each of the schedule's anchors (latest first),
+    each recorded in the schedule; the episodes and the round's entry of the report."""
+    config = runner.config
+    entry: dict[str, Any] = {"round": round_index, "start": schedule.current, "anchors": {}}
+    episodes = []
+    for start in sorted(set(schedule.anchors(config.anchors)), reverse=True):
+        for _ in range(config.episodes_per_anchor):
+            episode = runner(proxy, task, expert, start)
+            _log(console, f"round {round_index}", task, start, len(expert), episode)
+            episodes.append(episode)
+            success = episode.reward >= 1.0
+            schedule.record(start, success)
+            wins, total = entry["anchors"].get(str(start), (0, 0))
+            entry["anchors"][str(start)] = (wins + int(success), total + 1)
+    entry["next_start"] = schedule.current
+    return episodes, entry
 
 
 def run(config: IPATerminalConfig) -> dict[str, Any]:
     from rich.console import Console
-    from rich.table import Table
 
     from rock.images import ensure_base_images
     from rock.proxy import ProxyClient, ProxyConfig
     from rock.proxy.server import ProxyThread
-    from roll.rollout.agentic.episode import run_agent_episode
+    from roll.models import load_model
+    from roll.rollout.agentic.batches import round_trajectories
     from roll.rollout.agentic.expert import oracle_expert
+    from roll.rollout.agentic.report import render_tables
     from roll.rollout.agentic.resampling import SequentialRollback, crucial_fork
+    from roll.rollout.agentic.serving import EngineServer
+    from roll.rollout.agentic.training import RoundTrainer
     from rome.bench.fleet import LocalFleet
     from rome.bench.tasks import Task, load_task
 
+    began = time.monotonic()
     console = Console(stderr=True)
     tasks: list[Task] = []
     for task_id in config.task_ids:
-        loaded = load_task(config.tasks_dir / task_id)
-        if not isinstance(loaded, Task):
-            raise SystemExit(f"task {task_id}: {loaded}")
-        tasks.append(loaded)
+        loaded_task = load_task(config.tasks_dir / task_id)
+        if not isinstance(loaded_task, Task):
+            raise SystemExit(f"task {task_id}: {loaded_task}")
+        tasks.append(loaded_task)
+    experts = {task.id: oracle_expert(task) for task in tasks}
     ensure_base_images()
-    report: dict[str, Any] = {"model": config.model, "tasks": {}}
-    with _engine_server(config.model) as engine_url, LocalFleet(slots=4) as fleet:
-        proxy_config = ProxyConfig(
-            mode="train",
-            upstream_url=engine_url,
-            max_tokens=config.max_tokens,
-            temperature=config.temperature,
+    loaded = load_model(config.model)
+    trainer = RoundTrainer(config) if config.rounds else None
+    report: dict[str, Any] = {
+        "model": config.model,
+        "settings": config.model_dump(mode="json"),
+        "tasks": {
+            task.id: {"expert_chunks": len(experts[task.id]), "rounds": [], "before": None, "after": None}
+            for task in tasks
+        },
+        "rounds": [],
+    }
+
+    def proxy_config(temperature: float) -> ProxyConfig:
+        return ProxyConfig(
+            mode="train", upstream_url=engine.url, max_tokens=config.max_tokens, temperature=temperature
         )
-        with ProxyThread(proxy_config) as thread, ProxyClient(thread.url) as proxy:
+
+    with (
+        EngineServer(loaded) as engine,
+        LocalFleet(slots=4) as fleet,
+        ProxyThread(proxy_config(config.temperature)) as train_thread,
+        ProxyThread(proxy_config(config.eval.temperature)) as eval_thread,
+        ProxyClient(train_thread.url) as train_proxy,
+        ProxyClient(eval_thread.url) as eval_proxy,
+    ):
+        runner = EpisodeRunner(config, fleet.url)
+        before = evaluate("before", tasks, experts, runner, eval_proxy, console)
+        for task in tasks:
+            report["tasks"][task.id]["before"] = before[task.id]
+        schedules = {
+            task.id: SequentialRollback(
+                len(experts[task.id]), config.rollback.threshold, config.rollback.min_samples
+            )
+            for task in tasks
+        }
+        for round_index in range(config.rounds):
+            assert trainer is not None
+            batch = []
             for task in tasks:
-                expert = oracle_expert(task)
-                schedule = SequentialRollback(
-                    len(expert), config.rollback.threshold, config.rollback.min_samples
+                episodes, entry = resample_round(
+                    round_index, task, experts[task.id], schedules[task.id], runner, train_proxy, console
                 )
-                chunk_counts: dict[int, list[int]] = {}
-                for round_index in range(config.rounds):
-                    for start in sorted(set(schedule.anchors(config.anchors))):
-                        for _ in range(config.episodes_per_anchor):
-                            episode = run_agent_episode(
-                                task,
-                                proxy,
-                                fleet.url,
-                                agent_timeout_s=config.agent_timeout_s,
-                                expert=expert,
-                                start=start,
-                                max_turns=config.max_turns,
-                            )
-                            success = episode.reward >= 1.0
-                            schedule.record(start, success)
-                            chunks = len(episode.trajectory.chunks) if episode.trajectory else 0
-                            chunk_counts.setdefault(start, []).append(chunks)
-                            console.print(
-                                f"{task.id} round {round_index} start {start}/{len(expert)}: "
-                                f"reward {episode.reward:g}, {chunks} chunks "
-                                f"{episode.trial.failure_mode or ''}"
-                            )
-                rates = schedule.rates()
-                report["tasks"][task.id] = {
-                    "expert_chunks": len(expert),
-                    "success_by_start": {str(k): v for k, v in rates.items()},
-                    "episodes_by_start": {str(k): s.episodes for k, s in sorted(schedule.stats.items())},
-                    "policy_chunks_by_start": {str(k): v for k, v in sorted(chunk_counts.items())},
-                    "next_start": schedule.current,
-                    "crucial_fork": crucial_fork(rates, config.crucial_fork_gap),
-                }
-    table = Table(title=f"success rate by start point ({config.model})")
-    table.add_column("task")
-    table.add_column("expert chunks", justify="right")
-    table.add_column("success by start k (k expert chunks prefilled)")
-    table.add_column("crucial fork", justify="right")
-    for task_id, row in report["tasks"].items():
-        rates = ", ".join(f"k={k}: {v:.2f}" for k, v in row["success_by_start"].items())
-        table.add_row(task_id, str(row["expert_chunks"]), rates, str(row["crucial_fork"]))
-    console.print(table)
+                trajectories = round_trajectories(
+                    task.id, round_index, episodes, experts[task.id], loaded.tokenizer
+                )
+                entry["imitation"] = any(t.metadata.get("imitation") for t in trajectories)
+                report["tasks"][task.id]["rounds"].append(entry)
+                batch.extend(trajectories)
+            summary = trainer.train(batch)
+            engine.update_weights(*trainer.weights())
+            summary["engine_version"] = engine.health()["weight_version"]
+            summary["round"] = round_index
+            console.print(
+                f"round {round_index}: {summary['trajectories']} trajectories "
+                f"({summary['imitation_trajectories']} imitation), loss {summary['loss']:.4f}, "
+                f"trainer version {summary['trainer_version']}, engine version {summary['engine_version']}"
+            )
+            report["rounds"].append(summary)
+        if config.rounds:
+            after = evaluate("after", tasks, experts, runner, eval_proxy, console)
+            for task in tasks:
+                report["tasks"][task.id]["after"] = after[task.id]
+    for task in tasks:
+        row = report["tasks"][task.id]
+        for phase in ("before", "after"):
+            if row[phase] is not None:
+                rates = {int(k): v for k, v in row[phase].items()}
+                row[f"crucial_fork_{phase}"] = crucial_fork(rates, config.crucial_fork_gap)
+    report["wall_time_s"] = round(time.monotonic() - began, 1)
+    for table in render_tables(report):
+        console.print(table)
     config.output.mkdir(parents=True, exist_ok=True)
     (config.output / "report.json").write_text(json.dumps(report, indent=2))
+    console.print(f"report: {config.output / 'report.json'}")
     return report
 
 

@@ -1,0 +1,57 @@
+"""Config of IPA on terminal tasks (`configs/ipa_terminal.yaml`): the tasks, the resampling schedule, the
+evaluation by start point and the training rounds. Importable without torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from roll.algo.config import IPALossConfig
+from roll.config import StrictConfig
+from roll.trainer.config import OptimizerConfig
+
+
+class RollbackConfig(StrictConfig):
+    threshold: float = Field(
+        0.5, gt=0, le=1, description="Success rate at the current start that moves it back"
+    )
+    min_samples: int = Field(2, ge=1, description="Episodes at the current start before it may move back")
+
+
+class EvalConfig(StrictConfig):
+    """Success rate by start point, measured before and after training."""
+
+    episodes_per_start: int = Field(1, ge=1, description="Episodes at every start point 0..K-1")
+    temperature: float = Field(0.0, ge=0, description="Sampling temperature of evaluation episodes")
+
+
+class TrainConfig(StrictConfig):
+    """What one round trains: the IPA loss on the round's trajectories, a few optimizer steps."""
+
+    steps_per_round: int = Field(2, ge=1, description="Optimizer steps on each round's batch")
+    loss: IPALossConfig = Field(default_factory=IPALossConfig)
+    optimizer: OptimizerConfig = Field(default_factory=lambda: OptimizerConfig(lr=5e-5))
+    micro_batch_tokens: int = Field(4096, ge=1, description="Token budget of a trainer micro-batch")
+    seed: int = 0
+
+
+class IPATerminalConfig(StrictConfig):
+    """Initialized resampling on terminal tasks (see `roll.rollout.agentic.ipa`)."""
+
+    model: str = Field("builtin:smollm2-135m-instruct", description="Builtin id or model folder")
+    tasks_dir: Path = Field(Path("rome/tasks/terminal-pro"), description="Folder of task folders")
+    task_ids: list[str] = Field(min_length=1, description="Tasks to run (folder names)")
+    rounds: int = Field(1, ge=0, description="Training rounds (0: evaluate only)")
+    anchors: int = Field(3, ge=1, description="Start points per round: the current one and those before it")
+    episodes_per_anchor: int = Field(1, ge=1)
+    rollback: RollbackConfig = Field(default_factory=RollbackConfig)
+    crucial_fork_gap: float = Field(0.5, gt=0, le=1, description="Success jump that marks a crucial fork")
+    max_turns: int = Field(3, ge=1, description="Model calls per episode")
+    max_tokens: int = Field(96, ge=1, description="Output tokens per model call")
+    temperature: float = Field(0.7, ge=0, description="Sampling temperature of training episodes")
+    agent_timeout_s: float = Field(300.0, gt=0)
+    in_sandbox: bool = Field(False, description="Run iflow inside the task's sandbox instead of on the host")
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    output: Path = Field(Path("runs/ipa_terminal"), description="Where report.json goes")

@@ -1,0 +1,51 @@
+"""The IPA-on-terminal-tasks report: success by start point before and after training, and how the
+rollback start point moved, as rich tables (the same numbers are in report.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _rate(rates: dict[str, float] | None, start: int) -> str:
+    if rates is None or str(start) not in rates:
+        return "-"
+    return f"{rates[str(start)]:.2f}"
+
+
+def render_tables(report: dict[str, Any]) -> list[Any]:
+    """One table of success by start point (before / after) and one of the rollback path per task."""
+    from rich.table import Table
+
+    wall = report.get("wall_time_s")
+    title = f"success rate by start point k (k expert chunks prefilled), {report['model']}"
+    if wall is not None:
+        title += f", {wall / 60:.1f} min"
+    success = Table(title=title)
+    for column in ("task", "k", "before", "after"):
+        success.add_column(column, justify="left" if column == "task" else "right")
+    for task_id, row in report["tasks"].items():
+        for start in range(row["expert_chunks"]):
+            name = task_id if start == 0 else ""
+            success.add_row(name, str(start), _rate(row["before"], start), _rate(row.get("after"), start))
+        success.add_section()
+    tables = [success]
+    if any(row["rounds"] for row in report["tasks"].values()):
+        rollback = Table(title="rollback start point by round (anchors: successes/episodes; * imitation)")
+        for column in ("task", "round", "start", "anchors", "next start"):
+            rollback.add_column(column, justify="left" if column == "task" else "right")
+        for task_id, row in report["tasks"].items():
+            for index, entry in enumerate(row["rounds"]):
+                anchors = ", ".join(
+                    f"k={k}: {s}/{n}"
+                    for k, (s, n) in sorted(entry["anchors"].items(), key=lambda x: -int(x[0]))
+                )
+                rollback.add_row(
+                    task_id if index == 0 else "",
+                    str(entry["round"]),
+                    str(entry["start"]),
+                    anchors + (" *" if entry["imitation"] else ""),
+                    str(entry["next_start"]),
+                )
+            rollback.add_section()
+        tables.append(rollback)
+    return tables
