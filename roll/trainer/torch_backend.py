@@ -29,6 +29,7 @@ from roll.trainer.forward import packed_logprobs, padded_logprobs
 from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.protocol import InferenceWeights
 from roll.trainer.schedule import lr_factor
+from roll.trainer.varlen_attention import use_varlen_attention
 from roll.types import PackedBatch
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ class TorchBackend:
             model, tokenizer = loaded.model, loaded.tokenizer
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
+        if config.packing:
+            use_varlen_attention(self.model, self.device)
         if config.activation_checkpointing:
             self.model.activation_checkpointing_enable({"use_reentrant": False})
         if self.world_size > 1:

@@ -11,11 +11,18 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from roll.algo.config import IPALossConfig, SFTLossConfig
 from roll.algo.losses import build_loss
+from roll.trainer import forward
 from roll.trainer.config import OptimizerConfig, ScheduleConfig, TorchBackendConfig
 from roll.trainer.forward import packed_logprobs, padded_logprobs
 from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.schedule import lr_factor
 from roll.trainer.torch_backend import TorchBackend
+from roll.trainer.varlen_attention import (
+    VARLEN,
+    sequence_boundaries,
+    use_varlen_attention,
+    varlen_attention_forward,
+)
 from roll.types import Chunk, Trajectory, pack_trajectories
 
 CPU = torch.device("cpu")
@@ -67,15 +74,29 @@ def backend(**overrides) -> TorchBackend:
 
 
 def _per_sequence_logprobs(model, batch) -> torch.Tensor:
-    """Each sequence run alone through the plain forward (no packing involved)."""
+    """Each sequence run alone through the plain forward (no packing involved); differentiable."""
     out = torch.zeros(batch.num_tokens)
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), batch.seq_lens.cumsum(0)]).tolist()
-    with torch.no_grad():
-        for start, end in itertools.pairwise(offsets):
-            ids = batch.input_ids[start:end]
-            logits = model(input_ids=ids[None]).logits[0].float()
-            out[start + 1 : end] = torch.log_softmax(logits[:-1], -1).gather(-1, ids[1:, None])[:, 0]
+    for start, end in itertools.pairwise(offsets):
+        ids = batch.input_ids[start:end]
+        logits = model(input_ids=ids[None]).logits[0].float()
+        out[start + 1 : end] = torch.log_softmax(logits[:-1], -1).gather(-1, ids[1:, None])[:, 0]
     return torch.where(batch.loss_mask, out, 0.0)
+
+
+def test_varlen_attention_equals_block_diagonal_masked_sdpa() -> None:
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([5, 1, 9, 3])
+    q, k, v = (torch.randn(1, 4, int(lengths.sum()), 8, generator=gen) for _ in range(3))
+    module = torch.nn.Module()
+    module.num_key_value_groups = 1
+    boundaries = sequence_boundaries(lengths, CPU)
+    got, _ = varlen_attention_forward(module, q, k, v, None, scaling=0.5, **boundaries)
+    seq = torch.repeat_interleave(torch.arange(4), lengths)
+    pos = torch.arange(int(lengths.sum()))
+    allowed = (seq[:, None] == seq[None, :]) & (pos[:, None] >= pos[None, :])
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=0.5)
+    torch.testing.assert_close(got, expected.transpose(1, 2), atol=1e-6, rtol=0)
 
 
 def test_packed_logprobs_equal_per_sequence_and_padded() -> None:
@@ -83,11 +104,30 @@ def test_packed_logprobs_equal_per_sequence_and_padded() -> None:
     batch = pack_trajectories(agentic_trajectories())
     assert batch.seq_lens.numel() == 8  # every trajectory: one shared sequence of 3 chunks + a fork
     with torch.no_grad():
-        packed, _ = packed_logprobs(model, batch, CPU)
+        expected = _per_sequence_logprobs(model, batch)
         padded, _ = padded_logprobs(model, batch, CPU)
-    torch.testing.assert_close(packed, _per_sequence_logprobs(model, batch), atol=1e-5, rtol=0)
+        assert use_varlen_attention(model, CPU) == VARLEN
+        packed, _ = packed_logprobs(model, batch, CPU)
+        padded_varlen, _ = padded_logprobs(model, batch, CPU)
+    torch.testing.assert_close(packed, expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(padded, packed, atol=1e-5, rtol=0)
+    torch.testing.assert_close(padded_varlen, packed, atol=1e-5, rtol=0)
     assert (packed[~batch.loss_mask] == 0).all() and (packed[batch.loss_mask] < 0).all()
+
+
+def test_packed_gradients_equal_per_sequence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forward, "LOGIT_CHUNK_ROWS", 7)  # several LM-head chunks, recomputed in backward
+    batch = pack_trajectories(agentic_trajectories())
+    weights = torch.linspace(0.5, 1.5, batch.num_tokens)
+    reference = tiny_llama()
+    (_per_sequence_logprobs(reference, batch) * weights).sum().backward()
+    model = tiny_llama()
+    use_varlen_attention(model, CPU)
+    logprobs, entropy = packed_logprobs(model, batch, CPU, with_entropy=True)
+    (logprobs * weights).sum().backward()
+    for (name, param), ref in zip(model.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(param.grad, ref.grad, atol=1e-5, rtol=1e-4, msg=name)
+    assert entropy is not None and (entropy[batch.loss_mask] > 0).all()
 
 
 def test_masked_tokens_get_exactly_zero_gradient() -> None:
@@ -212,10 +252,16 @@ def test_lr_schedule_warmup_and_decay() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["smollm2", "tiny_moe"])
 def test_builtin_packed_logprobs_equal_per_sequence(fixture: str, request: pytest.FixtureRequest) -> None:
-    model = request.getfixturevalue(fixture).model
+    model = request.getfixturevalue(fixture).model  # shared: its attention is switched back afterwards
     batch = pack_trajectories(agentic_trajectories(count=3))
+    original = model.config._attn_implementation
     with torch.no_grad():
-        packed, _ = packed_logprobs(model, batch, CPU)
-    # 30 fp32 layers through a masked vs an is_causal sdpa kernel: logprobs near -5 differ by up to ~2e-5
-    # (relative ~3e-6), so the real model gets a relative term on top of the 1e-5 absolute one.
-    torch.testing.assert_close(packed, _per_sequence_logprobs(model, batch), atol=1e-5, rtol=1e-5)
+        expected = _per_sequence_logprobs(model, batch)
+        try:
+            use_varlen_attention(model, CPU)
+            packed, _ = packed_logprobs(model, batch, CPU)
+        finally:
+            model.set_attn_implementation(original)
+    # 30 fp32 layers: logprobs near -5 differ by up to ~2e-5 (relative ~3e-6) between the per-sequence kernels
+    # and a single forward, so the real model gets a relative term on top of the 1e-5 absolute one.
+    torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
