@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     import torch
 
 WEIGHT_GROUP = "roll-weights"
+# After an abort, SGLang ends the stream with an abort chunk; a version that drops the request's state instead
+# would leave the stream waiting forever, so the adapter ends it itself after this long.
+ABORT_GRACE_S = 30.0
 
 
 def model_max_context(model_path: Path, config: SGLangEngineConfig) -> int:
@@ -62,6 +65,7 @@ class SGLangEngine:
         self._running: dict[str, int] = {}  # request id -> completions submitted to SGLang
         self._waiting: dict[str, int] = {}  # request id -> completions held at the gate
         self._aborted: set[str] = set()
+        self._pumps: dict[str, list[asyncio.Task[None]]] = {}
         self._sleeping = False
         self._usage = UsageCounters()
 
@@ -137,6 +141,7 @@ class SGLangEngine:
         tasks = [
             asyncio.create_task(self._pump(request, index, version, queue, finals)) for index in range(n)
         ]
+        self._pumps[request_id] = tasks
         try:
             for _ in range(n):
                 while (item := await queue.get()) is not None:
@@ -153,6 +158,7 @@ class SGLangEngine:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._aborted.discard(request_id)
+            del self._pumps[request_id]
             del self._running[request_id]
             if not self._running:
                 self._drained.set()
@@ -179,6 +185,20 @@ class SGLangEngine:
                 queue.put_nowait(delta)
             if last is not None:
                 finals.append(last)
+        except asyncio.CancelledError:
+            if request.request_id not in self._aborted:
+                raise
+            # Aborted, and SGLang did not end the stream within ABORT_GRACE_S: the completion ends here.
+            queue.put_nowait(
+                StreamDelta(
+                    index=index,
+                    token_ids=[],
+                    logprobs=[],
+                    text="",
+                    finish_reason="abort",
+                    weight_version=version,
+                )
+            )
         except Exception as error:  # handed to the consumer, which raises it in the caller's task
             queue.put_nowait(error)
         queue.put_nowait(None)
@@ -190,6 +210,12 @@ class SGLangEngine:
         self._aborted.add(request_id)
         for index in range(n):
             runtime.abort(self._engine, completion_rid(request_id, index))
+        asyncio.get_running_loop().call_later(ABORT_GRACE_S, self._end_aborted, request_id)
+
+    def _end_aborted(self, request_id: str) -> None:
+        if request_id in self._aborted:
+            for task in self._pumps.get(request_id, []):
+                task.cancel()
 
     async def update_weights(self, weights: Mapping[str, torch.Tensor] | Path, version: int) -> None:
         """New weights from a Hugging Face folder (update_weights_from_disk) or from tensors in this process
