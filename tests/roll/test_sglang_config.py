@@ -20,6 +20,7 @@ from roll.engine.sglang.runtime import sglang_unavailable_reason
 def test_server_args_pass_what_is_set_and_leave_the_rest_to_sglang() -> None:
     assert SGLangEngineConfig().server_args("/models/q") == {
         "model_path": "/models/q",
+        "base_gpu_id": 0,
         "tp_size": 1,
         "ep_size": 1,
         "dtype": "bfloat16",
@@ -33,7 +34,8 @@ def test_server_args_pass_what_is_set_and_leave_the_rest_to_sglang() -> None:
     config = SGLangEngineConfig(
         tp_size=4, ep_size=4, max_running_requests=256, context_length=32768, chunked_prefill_size=8192
     )
-    args = config.server_args("/m")
+    args = config.server_args("/m", base_gpu_id=4)
+    assert args["base_gpu_id"] == 4
     assert (args["tp_size"], args["ep_size"], args["max_running_requests"]) == (4, 4, 256)
     assert (args["context_length"], args["chunked_prefill_size"]) == (32768, 8192)
 

@@ -81,10 +81,12 @@ class SGLangEngineConfig(StrictConfig):
         "error", description="SGLang's own log level (ServerArgs.log_level)."
     )
 
-    def server_args(self, model_path: str) -> dict[str, object]:
-        """The keyword arguments of `sglang.Engine(...)` for this config and the resolved model folder."""
+    def server_args(self, model_path: str, base_gpu_id: int = 0) -> dict[str, object]:
+        """The keyword arguments of `sglang.Engine(...)` for this config, the resolved model folder and the
+        first of the tp_size GPUs (ServerArgs.base_gpu_id; engines sharing a node take consecutive ranges)."""
         args: dict[str, object] = {
             "model_path": model_path,
+            "base_gpu_id": base_gpu_id,
             "tp_size": self.tp_size,
             "ep_size": self.ep_size,
             "dtype": self.dtype,

@@ -52,9 +52,12 @@ def model_max_context(model_path: Path, config: SGLangEngineConfig) -> int:
 class SGLangEngine:
     """Rollout on SGLang (`sglang.Engine`), driven from the caller's event loop."""
 
-    def __init__(self, model_path: str | Path, config: SGLangEngineConfig | None = None) -> None:
+    def __init__(
+        self, model_path: str | Path, config: SGLangEngineConfig | None = None, base_gpu_id: int = 0
+    ) -> None:
         runtime.require_sglang()
         self.config = config or SGLangEngineConfig()
+        self.base_gpu_id = base_gpu_id
         self.model_path = Path(self.config.model_path or model_path)
         self.max_context = model_max_context(self.model_path, self.config)
         self.weight_version = 0
@@ -73,7 +76,9 @@ class SGLangEngine:
         if self._engine is not None:
             return
         os.environ[ORIGINAL_LOGPROB_ENV] = "1"
-        self._engine = await asyncio.to_thread(runtime.launch, self.config.server_args(str(self.model_path)))
+        self._engine = await asyncio.to_thread(
+            runtime.launch, self.config.server_args(str(self.model_path), self.base_gpu_id)
+        )
         self._open.set()
 
     async def shutdown(self) -> None:
