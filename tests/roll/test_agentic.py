@@ -5,6 +5,7 @@ double for the model's choices, with the real tokenizer, chat template and tool-
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -164,3 +165,35 @@ def test_the_agent_inside_the_sandbox_gives_the_same_chunks(
     assert [c.context_ids for c in inside.trajectory.chunks] == [
         c.context_ids for c in on_host.trajectory.chunks
     ]
+
+
+def test_a_prefilled_episode_gives_the_same_chunks_on_the_host_and_inside_the_sandbox(
+    scripted: tuple[ScriptedEngine, str], proxy: ProxyClient, fleet_url: str, task: Task, tiny_moe: Any
+):
+    expert = oracle_expert(task)
+    engine = scripted[0]
+    # The policy reads the file the replayed expert step wrote, then stops: its second context holds the
+    # file's content only if the expert's command really ran in this sandbox.
+    replies = [shell_call("cat /app/integral.txt"), "Finished."]
+    engine.push(*replies)
+    on_host = run_agent_episode(task, proxy, fleet_url, agent_timeout_s=120, expert=expert, start=1)
+    engine.push(*replies)
+    inside = run_agent_episode(
+        task, proxy, fleet_url, agent_timeout_s=120, expert=expert, start=1, in_sandbox=True
+    )
+
+    assert inside.reward == 1.0, (inside.trial.error, inside.trial.agent_log[-2000:])
+    assert on_host.reward == 1.0, on_host.trial.error
+    assert on_host.trajectory is not None and inside.trajectory is not None
+    assert len(inside.trajectory.chunks) == 2 and inside.trajectory.metadata["start"] == 1
+    assert [c.context_ids for c in inside.trajectory.chunks] == [
+        c.context_ids for c in on_host.trajectory.chunks
+    ]
+    assert [c.output_ids for c in inside.trajectory.chunks] == [
+        c.output_ids for c in on_host.trajectory.chunks
+    ]
+    first = tiny_moe.tokenizer.decode(inside.trajectory.chunks[0].context_ids)
+    assert CONTINUE_PROMPT in first and "python3 - <<'PY'" in first and "Exit code: 0" in first
+    second = tiny_moe.tokenizer.decode(inside.trajectory.chunks[1].context_ids)
+    # The expert's script wrote the integral with 12 decimals; the policy's `cat` read it back.
+    assert re.search(r"\d+\.\d{12}\s", second.split("cat /app/integral.txt")[-1])
