@@ -121,12 +121,63 @@ def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
     from roll.rollout.agentic.ipa import IPATerminalConfig
 
     configs = Path(__file__).resolve().parents[2] / "configs"
-    config = load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["rollback.threshold=0.8"])
+    config = load_config(
+        IPATerminalConfig,
+        configs / "ipa_terminal.yaml",
+        ["rollback.threshold=0.8", "train.optimizer.lr=3e-5"],
+    )
     assert config.rollback.threshold == 0.8 and config.task_ids
+    assert config.rounds >= 1 and config.train.loss.type == "ipa" and config.train.optimizer.lr == 3e-5
     for task_id in config.task_ids:
         assert isinstance(load_task(SUITE / task_id), Task)
     with pytest.raises(ConfigError, match="anchor"):
         load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["anchor=2"])
+    with pytest.raises(ConfigError, match=r"train\.loss"):
+        load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["train.loss.type=grpo"])
+
+
+def test_the_report_tables_show_success_before_and_after_and_the_rollback_path():
+    from rich.console import Console
+
+    from roll.rollout.agentic.report import render_tables
+
+    report = {
+        "model": "m",
+        "wall_time_s": 90.0,
+        "tasks": {
+            "t": {
+                "expert_chunks": 3,
+                "before": {"0": 0.0, "1": 0.0, "2": 1.0},
+                "after": {"0": 0.0, "1": 0.5, "2": 1.0},
+                "rounds": [
+                    {
+                        "round": 0,
+                        "start": 2,
+                        "anchors": {"2": [1, 1], "1": [0, 1]},
+                        "imitation": False,
+                        "next_start": 1,
+                    },
+                    {
+                        "round": 1,
+                        "start": 1,
+                        "anchors": {"1": [0, 1], "0": [0, 1]},
+                        "imitation": True,
+                        "next_start": 1,
+                    },
+                ],
+            }
+        },
+    }
+    console = Console(record=True, width=200)
+    for table in render_tables(report):
+        console.print(table)
+    text = console.export_text()
+    assert "1.5 min" in text
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:5]] for line in text.splitlines() if line.startswith("│")
+    ]
+    assert ["t", "0", "0.00", "0.00"] in rows and ["", "1", "0.00", "0.50"] in rows
+    assert "k=2: 1/1, k=1: 0/1" in text and "k=1: 0/1, k=0: 0/1 *" in text
 
 
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
