@@ -50,6 +50,9 @@ class MegatronBackendConfig(StrictConfig):
     moe_aux_loss_coeff: float = Field(
         0.0, ge=0.0, description="Weight of the router load-balancing loss (MoE models)."
     )
+    moe_token_dispatcher: Literal["alltoall", "allgather"] = Field(
+        "alltoall", description="How MoE tokens reach their experts' ranks (megatron-core's dispatcher type)."
+    )
     compute_entropy: bool = Field(True, description="Report the policy entropy of trained tokens.")
     seed: int = 0
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)

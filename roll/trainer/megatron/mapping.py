@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -101,52 +101,65 @@ def split_qkv(qkv: torch.Tensor, shape: ModelShape) -> tuple[torch.Tensor, torch
     return q.reshape(-1, *rest), k.reshape(-1, *rest), v.reshape(-1, *rest)
 
 
-def _layer_pairs(shape: ModelShape, i: int) -> list[tuple[str, str]]:
-    """(HF name, Megatron name) of one layer's tensors that map one to one."""
+@dataclass(frozen=True)
+class Rule:
+    """One Megatron parameter and the HF tensors it is made of: `same` (one tensor, same layout), `qkv`
+    (q, k, v fused per query group) or `glu` (gate and up stacked)."""
+
+    megatron: str
+    hf: tuple[str, ...]
+    kind: Literal["same", "qkv", "glu"]
+
+    def to_megatron(self, tensors: list[torch.Tensor], shape: ModelShape) -> torch.Tensor:
+        if self.kind == "qkv":
+            return fuse_qkv(*tensors, shape)
+        if self.kind == "glu":
+            return torch.cat(tensors)
+        return tensors[0]
+
+    def to_hf(self, tensor: torch.Tensor, shape: ModelShape) -> list[torch.Tensor]:
+        if self.kind == "qkv":
+            return list(split_qkv(tensor, shape))
+        if self.kind == "glu":
+            return list(tensor.chunk(2))
+        return [tensor]
+
+
+def rules(shape: ModelShape) -> list[Rule]:
+    """Every Megatron parameter of the whole model (global layer and expert numbers), in model order."""
+    out = [Rule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), "same")]
+    for i in range(shape.num_layers):
+        out += _layer_rules(shape, i)
+    out.append(Rule("decoder.final_layernorm.weight", ("model.norm.weight",), "same"))
+    if not shape.tied_embeddings:
+        out.append(Rule("output_layer.weight", ("lm_head.weight",), "same"))
+    return out
+
+
+def _layer_rules(shape: ModelShape, i: int) -> list[Rule]:
     hf, mc = f"model.layers.{i}.", f"decoder.layers.{i}."
-    pairs = [
-        (hf + "input_layernorm.weight", mc + "input_layernorm.weight"),
-        (hf + "post_attention_layernorm.weight", mc + "pre_mlp_layernorm.weight"),
-        (hf + "self_attn.o_proj.weight", mc + "self_attention.linear_proj.weight"),
-    ]
+    attn, mc_attn = hf + "self_attn.", mc + "self_attention."
+    out = [Rule(mc + "input_layernorm.weight", (hf + "input_layernorm.weight",), "same")]
+    for kind in ("weight", "bias") if shape.qkv_bias else ("weight",):
+        sources = tuple(f"{attn}{p}_proj.{kind}" for p in "qkv")
+        out.append(Rule(f"{mc_attn}linear_qkv.{kind}", sources, "qkv"))
     if shape.qk_norm:
-        pairs += [
-            (hf + "self_attn.q_norm.weight", mc + "self_attention.q_layernorm.weight"),
-            (hf + "self_attn.k_norm.weight", mc + "self_attention.k_layernorm.weight"),
-        ]
+        out.append(Rule(mc_attn + "q_layernorm.weight", (attn + "q_norm.weight",), "same"))
+        out.append(Rule(mc_attn + "k_layernorm.weight", (attn + "k_norm.weight",), "same"))
+    out.append(Rule(mc_attn + "linear_proj.weight", (attn + "o_proj.weight",), "same"))
+    out.append(Rule(mc + "pre_mlp_layernorm.weight", (hf + "post_attention_layernorm.weight",), "same"))
     if shape.moe_layers[i]:
-        pairs.append((hf + "mlp.gate.weight", mc + "mlp.router.weight"))
-        pairs += [
-            (
-                hf + f"mlp.experts.{e}.down_proj.weight",
-                mc + f"mlp.experts.local_experts.{e}.linear_fc2.weight",
-            )
-            for e in range(shape.num_experts)
+        out.append(Rule(mc + "mlp.router.weight", (hf + "mlp.gate.weight",), "same"))
+        mlps = [
+            (f"{hf}mlp.experts.{e}.", f"{mc}mlp.experts.local_experts.{e}.") for e in range(shape.num_experts)
         ]
     else:
-        pairs.append((hf + "mlp.down_proj.weight", mc + "mlp.linear_fc2.weight"))
-    return pairs
-
-
-def _glu_pairs(shape: ModelShape, i: int) -> list[tuple[str, str]]:
-    """(HF prefix holding gate_proj/up_proj, Megatron linear_fc1 name) of one layer."""
-    hf, mc = f"model.layers.{i}.mlp.", f"decoder.layers.{i}.mlp."
-    if shape.moe_layers[i]:
-        return [
-            (hf + f"experts.{e}.", mc + f"experts.local_experts.{e}.linear_fc1.weight")
-            for e in range(shape.num_experts)
-        ]
-    return [(hf, mc + "linear_fc1.weight")]
-
-
-def _top_pairs(shape: ModelShape) -> list[tuple[str, str]]:
-    pairs = [
-        ("model.embed_tokens.weight", "embedding.word_embeddings.weight"),
-        ("model.norm.weight", "decoder.final_layernorm.weight"),
-    ]
-    if not shape.tied_embeddings:
-        pairs.append(("lm_head.weight", "output_layer.weight"))
-    return pairs
+        mlps = [(hf + "mlp.", mc + "mlp.")]
+    for hf_mlp, mc_mlp in mlps:
+        glu = (hf_mlp + "gate_proj.weight", hf_mlp + "up_proj.weight")
+        out.append(Rule(mc_mlp + "linear_fc1.weight", glu, "glu"))
+        out.append(Rule(mc_mlp + "linear_fc2.weight", (hf_mlp + "down_proj.weight",), "same"))
+    return out
 
 
 def _take(state: Mapping[str, torch.Tensor], name: str) -> torch.Tensor:
@@ -157,49 +170,23 @@ def _take(state: Mapping[str, torch.Tensor], name: str) -> torch.Tensor:
 
 def hf_to_megatron(state: Mapping[str, torch.Tensor], shape: ModelShape) -> dict[str, torch.Tensor]:
     """Whole Megatron state dict from a whole HF checkpoint state dict."""
-    out = {mc: _take(state, hf) for hf, mc in _top_pairs(shape)}
-    for i in range(shape.num_layers):
-        out.update({mc: _take(state, hf) for hf, mc in _layer_pairs(shape, i)})
-        attn = f"model.layers.{i}.self_attn."
-        qkv = f"decoder.layers.{i}.self_attention.linear_qkv."
-        kinds = ["weight", "bias"] if shape.qkv_bias else ["weight"]
-        for kind in kinds:
-            parts = [_take(state, f"{attn}{p}_proj.{kind}") for p in "qkv"]
-            out[qkv + kind] = fuse_qkv(*parts, shape)
-        for hf, mc in _glu_pairs(shape, i):
-            out[mc] = torch.cat([_take(state, hf + "gate_proj.weight"), _take(state, hf + "up_proj.weight")])
-    expected = megatron_names(shape)
-    if set(out) != expected:
-        raise AssertionError(f"mapping produced unexpected names: {sorted(set(out) ^ expected)[:5]}")
-    return out
+    return {
+        rule.megatron: rule.to_megatron([_take(state, name) for name in rule.hf], shape)
+        for rule in rules(shape)
+    }
 
 
 def megatron_to_hf(state: Mapping[str, torch.Tensor], shape: ModelShape) -> dict[str, torch.Tensor]:
     """Whole HF checkpoint state dict from a whole Megatron state dict (inverse of `hf_to_megatron`)."""
-    out = {hf: _take(state, mc) for hf, mc in _top_pairs(shape)}
-    for i in range(shape.num_layers):
-        out.update({hf: _take(state, mc) for hf, mc in _layer_pairs(shape, i)})
-        attn = f"model.layers.{i}.self_attn."
-        qkv = f"decoder.layers.{i}.self_attention.linear_qkv."
-        kinds = ["weight", "bias"] if shape.qkv_bias else ["weight"]
-        for kind in kinds:
-            for p, part in zip("qkv", split_qkv(_take(state, qkv + kind), shape), strict=True):
-                out[f"{attn}{p}_proj.{kind}"] = part
-        for hf, mc in _glu_pairs(shape, i):
-            gate, up = _take(state, mc).chunk(2)
-            out[hf + "gate_proj.weight"], out[hf + "up_proj.weight"] = gate, up
+    out: dict[str, torch.Tensor] = {}
+    for rule in rules(shape):
+        out.update(zip(rule.hf, rule.to_hf(_take(state, rule.megatron), shape), strict=True))
     return out
 
 
 def megatron_names(shape: ModelShape) -> set[str]:
     """Every parameter name of the whole Megatron model (global layer and expert numbers)."""
-    names = {mc for _, mc in _top_pairs(shape)}
-    for i in range(shape.num_layers):
-        names.update(mc for _, mc in _layer_pairs(shape, i))
-        names.update(mc for _, mc in _glu_pairs(shape, i))
-        qkv = f"decoder.layers.{i}.self_attention.linear_qkv."
-        names.update([qkv + "weight", qkv + "bias"] if shape.qkv_bias else [qkv + "weight"])
-    return names
+    return {rule.megatron for rule in rules(shape)}
 
 
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")

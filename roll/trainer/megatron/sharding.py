@@ -130,7 +130,8 @@ def join_tensor(pieces: list[torch.Tensor], split: Split, vocab_size: int) -> to
     return joined[:vocab_size] if split == "vocab" else joined
 
 
-def _split_rank(place: Placement, coords: RankCoords, layout: ParallelLayout) -> tuple[int, int]:
+def split_rank(place: Placement, coords: RankCoords, layout: ParallelLayout) -> tuple[int, int]:
+    """(rank, size) along which this parameter is split: expert tensor parallel for experts, else tensor."""
     if place.by_expert_tensor:
         return coords.expert_tensor, layout.expert_tensor
     return coords.tensor, layout.tensor
@@ -149,7 +150,7 @@ def shard(
     for name, tensor in state.items():
         place = placement(name, shape, layout)
         if holds(place, coords):
-            rank, size = _split_rank(place, coords, layout)
+            rank, size = split_rank(place, coords, layout)
             out[place.local_name] = split_tensor(tensor, place.split, rank, size, shape.vocab_size)
     if shape.tied_embeddings and layout.pipeline > 1 and coords.pipeline == layout.pipeline - 1:
         # megatron-core keeps a copy of the tied embedding as the last stage's output layer.
@@ -173,7 +174,7 @@ def unshard(
         owners = [c for c in all_coords(layout) if holds(place, c)]
         by_rank: dict[int, torch.Tensor] = {}
         for coords in owners:
-            rank, _ = _split_rank(place, coords, layout)
+            rank, _ = split_rank(place, coords, layout)
             by_rank.setdefault(rank, pieces[coords][place.local_name])
         out[name] = join_tensor([by_rank[r] for r in sorted(by_rank)], place.split, shape.vocab_size)
     return out

@@ -1,0 +1,376 @@
+"""`TrainBackend` on megatron-core: a Hugging Face model trained with tensor/pipeline/expert parallelism.
+
+Launch one process per GPU (torchrun or Ray workers setting RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+MASTER_PORT); a single process without them runs alone. Every rank gets the same full batch: micro-batches
+(whole trajectories within `micro_batch_tokens`) are dealt to data parallel ranks, and the pipeline schedule
+of megatron-core runs them. Each micro-batch's loss is its share of the whole batch's loss, multiplied by
+the number of micro-batches and data parallel ranks because megatron-core divides by both; so one step is
+the same update as the torch backend's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from roll.algo.losses import summarize
+from roll.trainer.distributed import gather_objects
+from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
+from roll.trainer.megatron.forward import packed_inputs, padded_length, token_logprobs
+from roll.trainer.megatron.mapping import ModelShape, to_transformers_layout
+from roll.trainer.megatron.weights import (
+    DEFAULT_BUCKET_BYTES,
+    gather_hf_buckets,
+    load_hf_weights,
+    local_parameters,
+    save_hf_folder,
+)
+from roll.trainer.micro_batches import plan_micro_batches
+from roll.trainer.protocol import InferenceWeights
+from roll.trainer.schedule import lr_factor
+
+if TYPE_CHECKING:
+    from roll.algo.losses import Loss, LossOutput
+    from roll.types import PackedBatch
+
+META_FILE = "checkpoint.json"
+
+
+class MegatronNeedsCudaError(RuntimeError):
+    """The megatron backend was asked for on a machine without a CUDA GPU."""
+
+
+def require_cuda() -> None:
+    if not torch.cuda.is_available():
+        raise MegatronNeedsCudaError(
+            "the megatron train backend needs a CUDA GPU and torch.cuda.is_available() is False here; "
+            "set trainer.type: torch to train on this machine (CPU, one GPU or FSDP2)"
+        )
+
+
+def _init_process_group() -> None:
+    if dist.is_initialized():
+        return
+    if "RANK" not in os.environ:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(port))
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl")
+
+
+def initialize_parallel(config: MegatronBackendConfig) -> None:
+    """megatron-core's model-parallel groups for the config's layout (once per process), and its seeds."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
+
+    if config.context_parallel_size > 1:
+        raise ValueError(
+            "trainer.context_parallel_size > 1 needs Transformer Engine attention, and this backend builds "
+            "megatron-core's local layer spec; set trainer.context_parallel_size: 1"
+        )
+    if not ps.model_parallel_is_initialized():
+        ps.initialize_model_parallel(
+            tensor_model_parallel_size=config.tensor_parallel_size,
+            pipeline_model_parallel_size=config.pipeline_parallel_size,
+            expert_model_parallel_size=config.expert_parallel_size,
+            expert_tensor_parallel_size=config.expert_tensor_parallel_size,
+            context_parallel_size=config.context_parallel_size,
+        )
+    model_parallel_cuda_manual_seed(config.seed)
+
+
+class MegatronBackend:
+    """`TrainBackend` on megatron-core (needs CUDA; `trainer.type: torch` is the CPU backend)."""
+
+    def __init__(self, config: MegatronBackendConfig) -> None:
+        require_cuda()
+        _init_process_group()
+        initialize_parallel(config)
+        self._setup_model(config, torch.device("cuda", torch.cuda.current_device()))
+        self._setup_optimizer()
+
+    def _setup_model(self, config: MegatronBackendConfig, device: torch.device) -> None:
+        """Build the model on `device`, load its checkpoint shard and wrap it for data parallel gradients
+        (parallel groups initialised). Forward, gradients and weight gathering need nothing more; the
+        optimizer (CUDA only in megatron-core) comes from `_setup_optimizer`."""
+        from megatron.core import parallel_state as ps
+        from megatron.core.distributed import (
+            DistributedDataParallel,
+            DistributedDataParallelConfig,
+            finalize_model_grads,
+        )
+
+        from roll.models import resolve_model_path
+        from roll.trainer.megatron.model import build_gpt_model
+
+        self.config = config
+        self.device = device
+        self.folder = resolve_model_path(config.model)
+        hf = json.loads((self.folder / "config.json").read_text())
+        check_against_model(config, hf, dist.get_world_size())
+        self.shape = ModelShape.from_hf(hf)
+        torch.manual_seed(config.seed)
+        model = build_gpt_model(hf, config).to(device)
+        load_hf_weights(model, self.folder, self.shape)
+        ddp_config = DistributedDataParallelConfig(
+            grad_reduce_in_fp32=True, use_distributed_optimizer=config.distributed_optimizer
+        )
+        self.model = DistributedDataParallel(config=model.config, ddp_config=ddp_config, module=model)
+        model.config.no_sync_func = self.model.no_sync
+        model.config.finalize_model_grads_func = finalize_model_grads
+        self.step = 0
+        self.version = 0
+        self._dp_rank = ps.get_data_parallel_rank()
+        self._dp_size = ps.get_data_parallel_world_size()
+        # One rank per data parallel replica reports results: last pipeline stage, tensor rank 0.
+        self._reports = ps.is_pipeline_last_stage() and ps.get_tensor_model_parallel_rank() == 0
+
+    def _setup_optimizer(self) -> None:
+        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+        config, opt = self.config, self.config.optimizer
+        self.optimizer = get_megatron_optimizer(
+            OptimizerConfig(
+                optimizer="adam",
+                lr=opt.lr,
+                weight_decay=opt.weight_decay,
+                adam_beta1=opt.betas[0],
+                adam_beta2=opt.betas[1],
+                adam_eps=opt.eps,
+                clip_grad=opt.grad_clip,
+                bf16=config.dtype == "bfloat16",
+                params_dtype=self.model.config.params_dtype,
+                use_distributed_optimizer=config.distributed_optimizer,
+            ),
+            [self.model],
+        )
+
+    def _my_micro_batches(self, batch: PackedBatch) -> tuple[list[tuple[PackedBatch, bool]], int]:
+        """This replica's micro-batches as (batch, real); unreal ones are idle passes over the first
+        trajectory that keep replicas in step. Also their common padded length (a multiple of the tensor
+        parallel size, for sequence parallelism; the pipeline schedule needs one length)."""
+        if batch.num_trajectories == 0:
+            raise ValueError("the batch holds no trajectory; pass at least one")
+        plan = plan_micro_batches(batch, self.config.micro_batch_tokens)
+        rounds = -(-len(plan) // self._dp_size)
+        mine = [(batch.slice_trajectories(s, e), True) for s, e in plan[self._dp_rank :: self._dp_size]]
+        mine += [(batch.slice_trajectories(0, 1), False)] * (rounds - len(mine))
+        longest = max(micro.num_tokens for micro, _ in mine)
+        return mine, padded_length(longest, self.config.tensor_parallel_size)
+
+    def _schedule(
+        self, micro_batches: list[tuple[PackedBatch, bool]], length: int, forward_only: bool, on_logits: Any
+    ) -> None:
+        """Run megatron-core's pipeline schedule; `on_logits(micro, real, logits)` is its loss function."""
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        def forward_step(data_iterator: Iterator[tuple[PackedBatch, bool]], model: torch.nn.Module):
+            micro, real = next(data_iterator)
+            inputs = packed_inputs(micro, length, self.device)
+            output = model(inputs.input_ids, inputs.position_ids, inputs.attention_mask)
+            return output, partial(on_logits, micro, real)
+
+        get_forward_backward_func()(
+            forward_step_func=forward_step,
+            data_iterator=iter(micro_batches),
+            model=[self.model],
+            num_microbatches=len(micro_batches),
+            seq_length=length,
+            micro_batch_size=1,
+            forward_only=forward_only,
+        )
+
+    @torch.no_grad()
+    def logprobs(self, batch: PackedBatch) -> torch.Tensor:
+        """Per-token logprobs [T] under the current weights (0 off the loss mask), on every rank."""
+        self.model.eval()
+        micro_batches, length = self._my_micro_batches(batch)
+        results: list[tuple[int, torch.Tensor]] = []
+
+        def on_logits(micro: PackedBatch, real: bool, logits: torch.Tensor):
+            if real:
+                values, _ = token_logprobs(logits, micro, self.shape.vocab_size, False)
+                results.append((micro.num_tokens, values.cpu()))
+            return logits.new_zeros(()), {}
+
+        self._schedule(micro_batches, length, True, on_logits)
+        return self._assemble(batch, results)
+
+    def _assemble(self, batch: PackedBatch, results: list[tuple[int, torch.Tensor]]) -> torch.Tensor:
+        """The whole batch's [T] values from every replica's micro-batch results (dealt round-robin)."""
+        plan = plan_micro_batches(batch, self.config.micro_batch_tokens)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), batch.trajectory_token_counts().cumsum(0)])
+        reported = gather_objects((self._reports, self._dp_rank, results))
+        out = torch.zeros(batch.num_tokens)
+        for reports, dp_rank, values in reported:
+            if not reports:
+                continue
+            for (start, end), (_, tensor) in zip(plan[dp_rank :: self._dp_size], values, strict=True):
+                out[int(offsets[start]) : int(offsets[end])] = tensor
+        return out
+
+    def train_step(self, batch: PackedBatch, loss: Loss) -> dict[str, float]:
+        """One optimizer step on the whole batch (pi_old = `batch.old_logprobs` or the current logprobs)."""
+        lr = self.config.optimizer.lr * lr_factor(self.config.schedule, self.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad()
+        reported = self._accumulate_gradients(batch, loss)
+        _, grad_norm, _ = self.optimizer.step()
+        self.step += 1
+        self.version += 1
+        return {
+            "loss": sum(value for value, _ in reported),
+            "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
+            "lr": lr,
+            "step": self.step,
+            "tokens": batch.num_tokens,
+            "loss_tokens": batch.num_loss_tokens,
+            **summarize([metrics for _, metrics in reported]),
+        }
+
+    def _accumulate_gradients(
+        self, batch: PackedBatch, loss: Loss
+    ) -> list[tuple[float, dict[str, torch.Tensor]]]:
+        """Zero the gradient buffers, then fill them with the whole batch's loss gradient (reduced over data
+        parallel ranks). Returns every micro-batch's (loss, metrics), gathered on every rank."""
+        self.model.train()
+        self.model.zero_grad_buffer()
+        prepared = loss.prepare(batch)
+        micro_batches, length = self._my_micro_batches(prepared)
+        scale = len(micro_batches) * self._dp_size
+        outputs: list[LossOutput] = []
+
+        def on_logits(micro: PackedBatch, real: bool, logits: torch.Tensor):
+            if not real:  # an idle pass: no gradient, same collectives
+                return logits.sum() * 0.0, {}
+            logprobs, entropy = token_logprobs(
+                logits, micro, self.shape.vocab_size, self.config.compute_entropy
+            )
+            micro = _on_device(micro, logprobs.device)
+            old = micro.old_logprobs if micro.old_logprobs is not None else logprobs.detach()
+            out = loss(micro, logprobs, old, entropy)
+            outputs.append(out)
+            return out.loss * scale, {}
+
+        self._schedule(micro_batches, length, False, on_logits)
+        mine = [
+            (float(o.loss.detach()), {k: v.detach().cpu() for k, v in o.metrics.items()}) for o in outputs
+        ]
+        return [
+            entry
+            for reports, entries in gather_objects((self._reports, mine))
+            if reports
+            for entry in entries
+        ]
+
+    def weight_buckets(
+        self, bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    ) -> Iterator[list[tuple[str, torch.Tensor]]]:
+        """The whole weights in HF checkpoint names (what SGLang loads), gathered bucket by bucket on every
+        rank; every rank must consume the generator. Tag them with `self.version`."""
+        return gather_hf_buckets(self.model, self.shape, bucket_bytes)
+
+    def state_dict_for_inference(self) -> InferenceWeights:
+        """Whole weights named as a transformers model holds them in memory (the torch engine's names)."""
+        state = {name: tensor for bucket in self.weight_buckets() for name, tensor in bucket}
+        return InferenceWeights(state_dict=to_transformers_layout(state, self.shape), version=self.version)
+
+    def export_hf(self, directory: Path) -> None:
+        """Hugging Face folder: safetensors gathered from every shard, config and tokenizer copied."""
+        save_hf_folder(self.weight_buckets(), self.folder, Path(directory), write=dist.get_rank() == 0)
+        dist.barrier()
+
+    def save(self, directory: Path) -> None:
+        """Per-rank files (parameters, optimizer, RNG) plus checkpoint.json; load needs the same layout."""
+        from megatron.core.tensor_parallel import get_cuda_rng_tracker
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        rank = dist.get_rank()
+        params = {name: p.detach().cpu() for name, p in local_parameters(self.model).items()}
+        torch.save(params, directory / f"model_rank{rank}.pt")
+        torch.save(self.optimizer.state_dict(), directory / f"optimizer_rank{rank}.pt")
+        if self.config.distributed_optimizer:
+            self.optimizer.save_parameter_state(str(directory / f"optimizer_params_rank{rank}.pt"))
+        rng = {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
+            "tracker": get_cuda_rng_tracker().get_states(),
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+        }
+        torch.save(rng, directory / f"rng_rank{rank}.pt")
+        dist.barrier()
+        if rank == 0:
+            meta = {"step": self.step, "version": self.version, **self._layout_meta()}
+            (directory / META_FILE).write_text(json.dumps(meta))
+        dist.barrier()
+
+    def _layout_meta(self) -> dict[str, int]:
+        c = self.config
+        return {
+            "world_size": dist.get_world_size(),
+            "tensor_parallel_size": c.tensor_parallel_size,
+            "pipeline_parallel_size": c.pipeline_parallel_size,
+            "expert_parallel_size": c.expert_parallel_size,
+            "expert_tensor_parallel_size": c.expert_tensor_parallel_size,
+        }
+
+    def load(self, directory: Path) -> None:
+        """Restore a checkpoint written by `save` under the same layout and world size."""
+        from megatron.core.tensor_parallel import get_cuda_rng_tracker
+
+        directory = Path(directory)
+        if not (directory / META_FILE).is_file():
+            raise FileNotFoundError(
+                f"{directory} holds no complete checkpoint ({META_FILE} missing); "
+                "pass a directory written by save()"
+            )
+        meta = json.loads((directory / META_FILE).read_text())
+        layout = {key: meta.get(key) for key in self._layout_meta()}
+        if layout != self._layout_meta():
+            raise ValueError(
+                f"checkpoint {directory} was written with {layout}, this run has {self._layout_meta()}; "
+                "load it with the same parallel sizes and number of GPUs (or export_hf and start from that)"
+            )
+        rank = dist.get_rank()
+        params = torch.load(directory / f"model_rank{rank}.pt", map_location="cpu")
+        with torch.no_grad():
+            for name, p in local_parameters(self.model).items():
+                p.copy_(params[name])
+        self.optimizer.load_state_dict(torch.load(directory / f"optimizer_rank{rank}.pt", weights_only=False))
+        if self.config.distributed_optimizer:
+            self.optimizer.load_parameter_state(str(directory / f"optimizer_params_rank{rank}.pt"))
+        rng = torch.load(directory / f"rng_rank{rank}.pt", weights_only=False)
+        torch.set_rng_state(rng["torch"])
+        if rng["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state(rng["cuda"])
+        get_cuda_rng_tracker().set_states(rng["tracker"])
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        self.step, self.version = int(meta["step"]), int(meta["version"])
+
+
+def _on_device(batch: PackedBatch, device: torch.device) -> PackedBatch:
+    """The batch's tensors on `device` (the loss maths runs where the logprobs are)."""
+    if device.type == "cpu":
+        return batch
+    updates = {
+        name: value.to(device) for name, value in vars(batch).items() if isinstance(value, torch.Tensor)
+    }
+    return batch.with_updates(**updates)
