@@ -168,6 +168,26 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
             }
         },
     }
+    report["rounds"] = [
+        {
+            "round": 0,
+            "trajectories": 2,
+            "imitation_trajectories": 0,
+            "loss": 0.5,
+            "trainer_version": 2,
+            "engine_version": 2,
+        },
+        {
+            "round": 1,
+            "trajectories": 3,
+            "imitation_trajectories": 1,
+            "loss": 0.7,
+            "expert_nll_before": 2.5,
+            "expert_nll_after": 1.25,
+            "trainer_version": 4,
+            "engine_version": 4,
+        },
+    ]
     console = Console(record=True, width=200)
     for table in render_tables(report):
         console.print(table)
@@ -178,6 +198,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
     ]
     assert ["t", "0", "0.00", "0.00"] in rows and ["", "1", "0.00", "0.50"] in rows
     assert "k=2: 1/1, k=1: 0/1" in text and "k=1: 0/1, k=0: 0/1 *" in text
+    assert "2.500 -> 1.250" in text and "4/4" in text
 
 
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):

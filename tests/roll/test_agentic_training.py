@@ -120,6 +120,7 @@ def test_resampled_rounds_train_policy_chunks_by_rl_and_expert_chunks_by_imitati
         outputs = [t for traj in first_round for chunk in traj.chunks for t in chunk.output_ids]
         assert batch.input_ids[batch.loss_mask].tolist() == outputs
         assert summary["expert_tokens"] == 0 and summary["policy_tokens"] == len(outputs)
+        assert "expert_nll_before" not in summary
         assert summary["trainer_version"] == 2 and trainer.backend.version == 2
 
         engine.update_weights(*trainer.weights())
@@ -157,6 +158,9 @@ def test_resampled_rounds_train_policy_chunks_by_rl_and_expert_chunks_by_imitati
         assert torch.equal(il != 0, expert_tokens)
 
         summary = trainer.train(second_round)
+        assert (
+            summary["expert_nll_after"] < summary["expert_nll_before"]
+        )  # imitation made the expert likelier
         assert summary["imitation_trajectories"] == 1 and summary["expert_tokens"] == len(
             expert_chunk.output_ids
         )

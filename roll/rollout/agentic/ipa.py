@@ -194,9 +194,14 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
             engine.update_weights(*trainer.weights())
             summary["engine_version"] = engine.health()["weight_version"]
             summary["round"] = round_index
+            nll = (
+                f", expert NLL {summary['expert_nll_before']:.3f} -> {summary['expert_nll_after']:.3f}"
+                if "expert_nll_before" in summary
+                else ""
+            )
             console.print(
                 f"round {round_index}: {summary['trajectories']} trajectories "
-                f"({summary['imitation_trajectories']} imitation), loss {summary['loss']:.4f}, "
+                f"({summary['imitation_trajectories']} imitation), loss {summary['loss']:.4f}{nll}, "
                 f"trainer version {summary['trainer_version']}, engine version {summary['engine_version']}"
             )
             report["rounds"].append(summary)

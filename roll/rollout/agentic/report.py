@@ -48,4 +48,28 @@ def render_tables(report: dict[str, Any]) -> list[Any]:
                 )
             rollback.add_section()
         tables.append(rollback)
+    if report.get("rounds"):
+        training = Table(title="training rounds (IPA loss; expert NLL: imitation tokens before -> after)")
+        for column in (
+            "round",
+            "trajectories",
+            "imitation",
+            "loss",
+            "expert NLL",
+            "version (trainer/engine)",
+        ):
+            training.add_column(column, justify="right")
+        for entry in report["rounds"]:
+            nll = "-"
+            if "expert_nll_before" in entry:
+                nll = f"{entry['expert_nll_before']:.3f} -> {entry['expert_nll_after']:.3f}"
+            training.add_row(
+                str(entry["round"]),
+                str(entry["trajectories"]),
+                str(entry["imitation_trajectories"]),
+                f"{entry['loss']:.4f}",
+                nll,
+                f"{entry['trainer_version']}/{entry['engine_version']}",
+            )
+        tables.append(training)
     return tables

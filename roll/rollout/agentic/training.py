@@ -47,12 +47,21 @@ class RoundTrainer:
                 "failure modes above (sandbox, image build or agent errors)"
             )
         batch = pack_trajectories(trajectories)
-        if self.steps > 1:
+        expert_tokens = batch.loss_mask & batch.chunk_expert[batch.chunk_index.clamp(min=0)]
+        imitating = bool(expert_tokens.any())
+        if self.steps > 1 or imitating:
             batch = batch.with_updates(old_logprobs=self.backend.logprobs(batch))
         self.last_batch = batch
         steps = [self.backend.train_step(batch, self.loss) for _ in range(self.steps)]
-        expert_tokens = batch.loss_mask & batch.chunk_expert[batch.chunk_index.clamp(min=0)]
+        summary: dict[str, Any] = {}
+        if imitating:
+            # How much likelier the expert's chunks became: the imitation term's progress this round.
+            assert batch.old_logprobs is not None
+            after = self.backend.logprobs(batch)
+            summary["expert_nll_before"] = float(-batch.old_logprobs[expert_tokens].mean())
+            summary["expert_nll_after"] = float(-after[expert_tokens].mean())
         return {
+            **summary,
             "trajectories": len(trajectories),
             "imitation_trajectories": sum(bool(t.metadata.get("imitation")) for t in trajectories),
             "policy_tokens": int((batch.loss_mask & ~expert_tokens).sum()),
