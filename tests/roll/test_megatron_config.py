@@ -1,0 +1,101 @@
+"""MegatronBackendConfig and its layout check against a model: errors name the key and the allowed values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from roll.config import ConfigError, load_config
+from roll.models import resolve_model_path
+from roll.trainer.megatron.config import MegatronBackendConfig, ModelLayoutError, check_against_model
+
+QWEN3_30B_A3B = {  # the layout-relevant part of Qwen3-30B-A3B's config.json
+    "model_type": "qwen3_moe",
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 48,
+    "num_experts": 128,
+}
+LLAMA = {"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32}
+
+
+def test_config_imports_without_torch_or_megatron() -> None:
+    code = (
+        "import sys; import roll.trainer.megatron.config as c; c.MegatronBackendConfig(); "
+        "assert 'torch' not in sys.modules and 'megatron' not in sys.modules, sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_defaults_and_overrides_load() -> None:
+    config = load_config(
+        MegatronBackendConfig,
+        None,
+        ["tensor_parallel_size=2", "expert_parallel_size=8", "sequence_parallel=true", "optimizer.lr=1e-6"],
+    )
+    assert config.type == "megatron" and config.dtype == "bfloat16" and config.distributed_optimizer
+    assert config.model_parallel_size == 2 and config.optimizer.lr == 1e-6
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("tensor_parallel_size=0", "tensor_parallel_size: Input should be greater than or equal to 1"),
+        ("activation_recompute=some", "activation_recompute: Input should be 'none', 'selective' or 'full'"),
+        ("dtype=float16", "dtype: Input should be 'bfloat16' or 'float32'"),
+        ("pipeline_parallel=2", "pipeline_parallel: unknown key (allowed keys: activation_recompute,"),
+        ("sequence_parallel=true", "sequence_parallel needs tensor_parallel_size > 1"),
+    ],
+)
+def test_bad_values_name_the_key(override: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(MegatronBackendConfig, None, [override])
+    assert message in str(error.value)
+
+
+def test_expert_and_tensor_parallel_need_sequence_parallel() -> None:
+    with pytest.raises(ConfigError, match="needs sequence_parallel: true"):
+        load_config(MegatronBackendConfig, None, ["tensor_parallel_size=2", "expert_parallel_size=2"])
+
+
+def test_rome_layout_fits_qwen3_30b_a3b() -> None:
+    one_node = MegatronBackendConfig(tensor_parallel_size=2, expert_parallel_size=8, sequence_parallel=True)
+    check_against_model(one_node, QWEN3_30B_A3B, world_size=8)
+    several = one_node.model_copy(update={"pipeline_parallel_size": 2})
+    check_against_model(several, QWEN3_30B_A3B, world_size=32)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "world", "model", "message"),
+    [
+        ({"tensor_parallel_size": 3}, 3, LLAMA, "trainer.tensor_parallel_size=3 does not divide the model's "
+         "num_key_value_heads=8; allowed values: 1, 2, 4, 8"),
+        ({"pipeline_parallel_size": 5}, 5, LLAMA, "trainer.pipeline_parallel_size=5 does not divide the "
+         "model's num_hidden_layers=32; allowed values: 1, 2, 4, 8, 16, 32"),
+        ({"expert_parallel_size": 2}, 2, LLAMA, "trainer.expert_parallel_size and "
+         "trainer.expert_tensor_parallel_size must be 1 for the dense model_type 'llama'"),
+        ({"expert_parallel_size": 3}, 3, QWEN3_30B_A3B, "trainer.expert_parallel_size=3 does not divide the "
+         "model's num_experts=128"),
+        ({"tensor_parallel_size": 4}, 6, LLAMA, "world size 6 is not a multiple of tensor_parallel_size x "
+         "pipeline_parallel_size x context_parallel_size = 4"),
+        ({"expert_parallel_size": 16}, 8, QWEN3_30B_A3B, "world size 8 is not a multiple of "
+         "expert_parallel_size x expert_tensor_parallel_size x pipeline_parallel_size = 16"),
+        ({}, 1, {**LLAMA, "model_type": "mistral"}, "trainer.model: model_type 'mistral' is not supported by "
+         "the megatron backend (allowed: llama, qwen2, qwen3, qwen3_moe); use trainer.type: torch"),
+    ],
+)  # fmt: skip
+def test_layouts_that_do_not_fit_the_model(sizes: dict, world: int, model: dict, message: str) -> None:
+    with pytest.raises(ModelLayoutError) as error:
+        check_against_model(MegatronBackendConfig(**sizes), model, world_size=world)
+    assert message in str(error.value)
+
+
+def test_builtin_tiny_moe_config_as_transformers_5_writes_it() -> None:
+    """transformers 5 writes num_local_experts, not num_experts."""
+    hf = json.loads((resolve_model_path("builtin:tiny-qwen3-moe") / "config.json").read_text())
+    check_against_model(MegatronBackendConfig(expert_parallel_size=8), hf, world_size=8)
+    with pytest.raises(ModelLayoutError, match="num_experts=8"):
+        check_against_model(MegatronBackendConfig(expert_parallel_size=3), hf, world_size=3)

@@ -1,0 +1,54 @@
+"""builtin:tiny-qwen3-moe in megatron-core over two CPU processes (gloo) with tensor, expert or pipeline
+parallelism: each rank loads its shard, the packed forward matches transformers, and the weights gathered
+from the shards are the checkpoint's exactly."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from roll.models import LoadedModel
+from roll.trainer.forward import packed_logprobs
+
+WORKER = Path(__file__).with_name("test_megatron_worker.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("tensor", "expert", "pipeline"), [(2, 1, 1), (1, 2, 1), (1, 1, 2)])
+def test_two_rank_layouts_match_transformers(
+    tensor: int, expert: int, pipeline: int, tiny_moe: LoadedModel, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(WORKER.parent))
+    try:
+        from test_megatron_worker import sample_batch
+    finally:
+        sys.path.remove(str(WORKER.parent))
+    out = tmp_path / "result.pt"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+        str(WORKER), str(tensor), str(expert), str(pipeline), str(out),
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    got = torch.load(out, weights_only=False)
+
+    batch = sample_batch()
+    with torch.no_grad():
+        expected, _ = packed_logprobs(tiny_moe.model, batch, torch.device("cpu"))
+    torch.testing.assert_close(got["logprobs"], expected, atol=1e-5, rtol=0)
+    reference = tiny_moe.model.state_dict()
+    assert sorted(got["state"]) == sorted(reference)
+    for name, tensor_value in reference.items():
+        assert torch.equal(got["state"][name], tensor_value), name

@@ -1,0 +1,141 @@
+"""Worker of test_megatron_parallel, and the CPU redirection the Megatron tests share. Not a test module.
+
+Run by torch.distributed.run (gloo, CPU) with `TP EP PP OUT`: builds builtin:tiny-qwen3-moe in megatron-core
+under that layout, loads each rank's shard from the checkpoint, runs one packed forward (stages hand the
+hidden states on by send/recv) and gathers the weights back into HF names; rank 0 writes the logprobs and
+the gathered state dict to OUT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+import torch
+
+
+@contextlib.contextmanager
+def megatron_on_cpu() -> Iterator[None]:
+    """megatron-core 0.16 reaches CUDA in a CPU forward in two places: `torch.cuda.current_device()` to place
+    RoPE frequencies and router weights, and the CUDA RNG tracker's fork around attention dropout. Point the
+    first at the CPU and make the fork a no-op (every model here has dropout 0). The computation itself is
+    megatron-core's own."""
+    import megatron.core.tensor_parallel.random as megatron_random
+
+    class CpuRngTracker(megatron_random.CudaRNGStatesTracker):
+        @contextlib.contextmanager
+        def fork(self, name: str = "") -> Iterator[None]:
+            yield
+
+    with pytest_free_patch() as patch:
+        patch(torch.cuda, "current_device", lambda: "cpu")
+        patch(megatron_random, "_CUDA_RNG_STATE_TRACKER", CpuRngTracker())
+        patch(megatron_random, "_CUDA_RNG_STATE_TRACKER_INITIALIZED", True)
+        yield
+
+
+@contextlib.contextmanager
+def pytest_free_patch() -> Iterator:
+    """setattr that is undone on exit (the worker runs without pytest)."""
+    undo: list[tuple[object, str, object]] = []
+
+    def patch(owner: object, name: str, value: object) -> None:
+        undo.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    try:
+        yield patch
+    finally:
+        for owner, name, value in reversed(undo):
+            setattr(owner, name, value)
+
+
+def sample_batch():
+    """Three one-chunk trajectories and one two-chunk trajectory over the SmolLM2 vocabulary."""
+    from roll.types import Chunk, Trajectory, pack_trajectories
+
+    gen = torch.Generator().manual_seed(0)
+
+    def ids(n: int) -> list[int]:
+        return torch.randint(1, 49000, (n,), generator=gen).tolist()
+
+    trajectories = []
+    for i in range(3):
+        chunk = Chunk(context_ids=ids(5 + i), output_ids=ids(4), output_logprobs=[-1.0] * 4)
+        trajectories.append(Trajectory(chunks=[chunk], reward=float(i % 2), group_id="g0"))
+    first = Chunk(context_ids=ids(6), output_ids=ids(3), output_logprobs=[-2.0] * 3)
+    second = Chunk(
+        context_ids=first.context_ids + first.output_ids + ids(2),
+        output_ids=ids(5),
+        output_logprobs=[-1.5] * 5,
+    )
+    trajectories.append(Trajectory(chunks=[first, second], reward=1.0, group_id="g1"))
+    return pack_trajectories(trajectories)
+
+
+def pipeline_forward(model: torch.nn.Module, inputs, device: torch.device) -> torch.Tensor | None:
+    """Logits on the last stage (None elsewhere); hidden states go stage to stage by send/recv."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    inner = getattr(model, "module", model)
+    if not ps.is_pipeline_first_stage():
+        length = inputs.input_ids.shape[1]
+        hidden = torch.empty(length, 1, inner.config.hidden_size, device=device)
+        dist.recv(hidden, src=ps.get_pipeline_model_parallel_prev_rank())
+        inner.set_input_tensor(hidden)
+    output = model(inputs.input_ids, inputs.position_ids, inputs.attention_mask)
+    if not ps.is_pipeline_last_stage():
+        dist.send(output.contiguous(), dst=ps.get_pipeline_model_parallel_next_rank())
+        return None
+    return output
+
+
+def main() -> None:
+    import torch.distributed as dist
+
+    tensor, expert, pipeline, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    dist.init_process_group("gloo")
+    with megatron_on_cpu():
+        from megatron.core import parallel_state as ps
+
+        from roll.trainer.megatron.backend import MegatronBackend
+        from roll.trainer.megatron.config import MegatronBackendConfig
+        from roll.trainer.megatron.forward import packed_inputs, token_logprobs
+
+        config = MegatronBackendConfig(
+            dtype="float32",
+            moe_token_dispatcher="allgather",
+            tensor_parallel_size=tensor,
+            expert_parallel_size=expert,
+            pipeline_parallel_size=pipeline,
+            sequence_parallel=tensor > 1 and expert > 1,
+        )
+        ps.initialize_model_parallel(
+            tensor_model_parallel_size=tensor,
+            pipeline_model_parallel_size=pipeline,
+            expert_model_parallel_size=expert,
+        )
+        cpu = torch.device("cpu")
+        backend = MegatronBackend.__new__(MegatronBackend)
+        backend._setup_model(config, cpu)
+        batch = sample_batch()
+        backend.model.eval()
+        with torch.no_grad():
+            logits = pipeline_forward(backend.model, packed_inputs(batch, 48, cpu), cpu)
+            logprobs = None
+            if logits is not None:
+                logprobs, _ = token_logprobs(logits, batch, backend.shape.vocab_size, False)
+            state = backend.state_dict_for_inference().state_dict
+        reports = [None] * dist.get_world_size()
+        dist.all_gather_object(reports, logprobs)
+        if dist.get_rank() == 0:
+            logprobs = next(r for r in reports if r is not None)
+            torch.save({"logprobs": logprobs, "state": state}, out)
+        ps.destroy_model_parallel()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
