@@ -233,3 +233,19 @@ def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     assert tiny_moe.tokenizer.decode(trajectory.chunks[1].output_ids).startswith("There is a.txt.")
     packed = pack_trajectories([trajectory])
     assert packed.num_chunks == 2 and bool(packed.chunk_expert.all())
+
+
+def test_the_agentic_command_parses_its_config_and_refuses_bad_keys():
+    import typer
+    from typer.testing import CliRunner
+
+    from roll.rollout.agentic.cli import agentic_train
+
+    app = typer.Typer()
+    app.command("agentic")(agentic_train)
+    app.command("other")(lambda: None)  # two commands: `agentic` is a sub-command as in `roll agentic`
+    config = str(Path(__file__).resolve().parents[2] / "configs" / "ipa_terminal.yaml")
+    runner = CliRunner()
+    assert "report.json" in runner.invoke(app, ["agentic", "--help"]).output
+    refused = runner.invoke(app, ["agentic", config, "rounds=-1"])
+    assert refused.exit_code == 2 and "rounds" in refused.output

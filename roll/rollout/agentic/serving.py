@@ -19,7 +19,6 @@ import httpx
 if TYPE_CHECKING:
     import torch
 
-    from roll.engine.torch_engine import TorchEngine
     from roll.models import LoadedModel
 
 START_TIMEOUT_S = 120.0
@@ -29,13 +28,13 @@ UPDATE_TIMEOUT_S = 600.0
 class EngineServer:
     """`with EngineServer(loaded) as server:` serves `loaded` at `server.url` (`http://127.0.0.1:PORT/v1`)."""
 
-    def __init__(self, loaded: LoadedModel, engine: TorchEngine | None = None) -> None:
+    def __init__(self, loaded: LoadedModel) -> None:
         import uvicorn
 
         from roll.engine.server import create_app
         from roll.engine.torch_engine import TorchEngine
 
-        self.engine = engine or TorchEngine(loaded)
+        self.engine = TorchEngine(loaded)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
