@@ -99,3 +99,73 @@ def test_builtin_tiny_moe_config_as_transformers_5_writes_it() -> None:
     check_against_model(MegatronBackendConfig(expert_parallel_size=8), hf, world_size=8)
     with pytest.raises(ModelLayoutError, match="num_experts=8"):
         check_against_model(MegatronBackendConfig(expert_parallel_size=3), hf, world_size=3)
+
+
+def _tiny_moe_hf() -> dict:
+    return json.loads((resolve_model_path("builtin:tiny-qwen3-moe") / "config.json").read_text())
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_transformer_config_from_tiny_moe(recompute: str) -> None:
+    import torch
+
+    from roll.trainer.megatron.model import transformer_config
+
+    config = MegatronBackendConfig(activation_recompute=recompute, expert_parallel_size=2)
+    tf = transformer_config(_tiny_moe_hf(), config)
+    assert (tf.num_layers, tf.hidden_size, tf.num_attention_heads, tf.num_query_groups) == (2, 64, 4, 2)
+    assert tf.kv_channels == 16 and tf.qk_layernorm and tf.gated_linear_unit and not tf.add_bias_linear
+    assert (tf.num_moe_experts, tf.moe_router_topk, tf.moe_ffn_hidden_size) == (8, 2, 32)
+    assert tf.moe_layer_freq == [1, 1] and not tf.moe_router_pre_softmax  # norm_topk_prob: true
+    assert tf.expert_model_parallel_size == 2 and tf.params_dtype == torch.bfloat16 and tf.bf16
+    assert tf.recompute_granularity == (None if recompute == "none" else recompute)
+
+
+def test_dense_layers_of_a_moe_model_follow_mlp_only_layers() -> None:
+    from roll.trainer.megatron.model import transformer_config
+
+    hf = {**_tiny_moe_hf(), "num_hidden_layers": 4, "mlp_only_layers": [0], "decoder_sparse_step": 2}
+    tf = transformer_config(hf, MegatronBackendConfig())
+    assert tf.moe_layer_freq == [0, 1, 0, 1] and tf.ffn_hidden_size == 128
+
+
+@pytest.mark.parametrize(
+    ("rope", "expected"),
+    [
+        ({"rope_theta": 1e6}, {"rotary_base": 1e6}),
+        ({"rope_parameters": {"rope_theta": 5e5, "rope_type": "default"}}, {"rotary_base": 5e5}),
+        (
+            {"rope_parameters": {"rope_theta": 5e5, "rope_type": "llama3", "factor": 32.0,
+             "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
+            {"rotary_base": 5e5, "rope_scaling": True, "rope_scaling_factor": 32.0},
+        ),
+    ],
+)  # fmt: skip
+def test_rope_settings(rope: dict, expected: dict) -> None:
+    from roll.trainer.megatron.model import rope_settings
+
+    assert rope_settings(rope) == expected
+
+
+@pytest.mark.parametrize(
+    ("rope", "message"),
+    [
+        ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "RoPE type 'yarn' is not supported"),
+        (
+            {
+                "rope_parameters": {
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "original_max_position_embeddings": 4096,
+                }
+            },
+            "llama3 RoPE scaling with {'original_max_position_embeddings': 4096}",
+        ),
+    ],
+)
+def test_unsupported_rope_says_to_use_torch(rope: dict, message: str) -> None:
+    from roll.trainer.megatron.model import rope_settings
+
+    with pytest.raises(ValueError, match=r"use trainer\.type: torch") as error:
+        rope_settings(rope)
+    assert message in str(error.value)

@@ -1,6 +1,11 @@
-"""Megatron-core train backend (extra `gpu`): Hugging Face models on megatron-core with TP/PP/EP/CP.
+"""Megatron-core train backend (extra `gpu`): Hugging Face models on megatron-core with TP/PP/EP.
 
-`config` imports without torch; `mapping` converts weights between Hugging Face and Megatron names and
-layouts (torch only); `model` builds the megatron-core GPT model; `backend.MegatronBackend` implements
-`roll.trainer.protocol.TrainBackend` and needs CUDA.
+- `config`: `MegatronBackendConfig` and its layout check against a model (imports without torch);
+- `mapping`: HF checkpoint <-> Megatron parameter names and layouts (whole tensors);
+- `sharding`: whole Megatron tensors <-> one rank's pieces under a tensor/pipeline/expert layout;
+- `model`: megatron-core TransformerConfig and GPTModel (local layer spec) from a HF config;
+- `weights`: load a HF folder into this rank's shard, gather shards into HF-named buckets, write HF folders;
+- `forward`: packed micro-batches as model inputs, per-token logprobs from the logits;
+- `backend`: `MegatronBackend`, the `TrainBackend` (needs CUDA);
+- `gpu_check`: `run_checks()` for scripts/gpu_check.sh.
 """

@@ -97,8 +97,13 @@ class MegatronBackend:
     """`TrainBackend` on megatron-core (needs CUDA; `trainer.type: torch` is the CPU backend)."""
 
     def __init__(self, config: MegatronBackendConfig) -> None:
+        from roll.models import resolve_model_path
+
         require_cuda()
         _init_process_group()
+        # Checked before megatron-core builds its groups, whose own errors do not name our config keys.
+        hf = json.loads((resolve_model_path(config.model) / "config.json").read_text())
+        check_against_model(config, hf, dist.get_world_size())
         initialize_parallel(config)
         self._setup_model(config, torch.device("cuda", torch.cuda.current_device()))
         self._setup_optimizer()
@@ -121,7 +126,6 @@ class MegatronBackend:
         self.device = device
         self.folder = resolve_model_path(config.model)
         hf = json.loads((self.folder / "config.json").read_text())
-        check_against_model(config, hf, dist.get_world_size())
         self.shape = ModelShape.from_hf(hf)
         torch.manual_seed(config.seed)
         model = build_gpt_model(hf, config).to(device)
