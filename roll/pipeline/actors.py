@@ -12,23 +12,47 @@ if TYPE_CHECKING:
     import torch
 
     from roll.algo.config import LossConfig
-    from roll.engine.torch_engine import TorchEngineConfig
-    from roll.trainer.config import TorchBackendConfig
+    from roll.engine.protocol import InferenceEngine
+    from roll.pipeline.config import EngineConfig, TrainerConfig
+    from roll.trainer.protocol import TrainBackend
     from roll.types import Trajectory
 
 
-class TrainerActor:
-    """One train backend (the torch one) and its loss; trains on trajectories, hands out weights."""
+def build_backend(config: TrainerConfig) -> TrainBackend:
+    """The train backend `trainer.type` names; megatron-core is imported only when asked for."""
+    if config.type == "megatron":
+        from roll.trainer.megatron.backend import MegatronBackend
 
-    def __init__(self, config: TorchBackendConfig, loss: LossConfig, threads: int | None) -> None:
+        return MegatronBackend(config)
+    from roll.trainer.torch_backend import TorchBackend
+
+    return TorchBackend(config)
+
+
+def build_engine(model: str, config: EngineConfig, base_gpu_id: int) -> InferenceEngine:
+    """The inference engine `engines.engine.type` names; sglang is imported only when asked for."""
+    if config.type == "sglang":
+        from roll.engine.sglang import SGLangEngine
+        from roll.models import resolve_model_path
+
+        return SGLangEngine(resolve_model_path(model), config, base_gpu_id=base_gpu_id)
+    from roll.engine.torch_engine import TorchEngine
+    from roll.models import load_model
+
+    return TorchEngine(load_model(model), config)
+
+
+class TrainerActor:
+    """One train backend (torch or megatron) and its loss; trains on trajectories, hands out weights."""
+
+    def __init__(self, config: TrainerConfig, loss: LossConfig, threads: int | None) -> None:
         import torch
 
         from roll.algo.losses import build_loss
-        from roll.trainer.torch_backend import TorchBackend
 
         if threads is not None:
             torch.set_num_threads(threads)
-        self.backend = TorchBackend(config)
+        self.backend = build_backend(config)
         self.loss = build_loss(loss)
 
     def train_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
@@ -61,15 +85,14 @@ class EngineActor:
     load and the gate opens. So every result comes from exactly one weight version.
     """
 
-    def __init__(self, model_path: str, config: TorchEngineConfig, threads: int | None) -> None:
+    def __init__(
+        self, model_path: str, config: EngineConfig, threads: int | None, base_gpu_id: int = 0
+    ) -> None:
         import torch
-
-        from roll.engine.torch_engine import TorchEngine
-        from roll.models import load_model
 
         if threads is not None:
             torch.set_num_threads(threads)
-        self.engine = TorchEngine(load_model(model_path), config)
+        self.engine = build_engine(model_path, config, base_gpu_id)
         self._open = asyncio.Event()
         self._drained = asyncio.Event()
         self._in_flight: set[str] = set()

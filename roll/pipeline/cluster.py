@@ -80,8 +80,13 @@ class Cluster:
         engine_actor = ray.remote(EngineActor).options(num_cpus=res.engine_cpus, num_gpus=res.engine_gpus)
         self.engines = EngineGroup(
             [
-                engine_actor.remote(config.trainer.model, config.engines.engine, res.engine_threads)
-                for _ in range(config.engines.num_engines)
+                engine_actor.remote(
+                    config.trainer.model,
+                    config.engines.engine,
+                    res.engine_threads,
+                    base_gpu_id(config, index),
+                )
+                for index in range(config.engines.num_engines)
             ],
             config.engines.weight_sync,
         )
@@ -222,6 +227,16 @@ class Cluster:
         ray.get(self.buffer.stop.remote())
         for handle in [*self.workers.values(), *self.engines.handles, self.trainer, self.buffer]:
             ray.kill(handle)
+
+
+def base_gpu_id(config: TrainConfig, index: int) -> int:
+    """The first GPU of engine `index`. Engines that declare GPUs get their own from Ray (numbered from 0
+    in their process); colocated SGLang engines (engine_gpus: 0) take consecutive tp_size ranges of the
+    node's GPUs, which they share with the trainer."""
+    engine = config.engines.engine
+    if engine.type == "sglang" and config.resources.engine_gpus == 0:
+        return index * engine.tp_size
+    return 0
 
 
 def init_ray(config: TrainConfig) -> None:

@@ -3,15 +3,45 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from roll.algo.config import IPALossConfig, LossConfig
 from roll.config import StrictConfig
+from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.trainer.config import TorchBackendConfig
+from roll.trainer.megatron.config import MegatronBackendConfig
+
+
+def _type_or_torch(value: Any) -> str:
+    """The variant a trainer or engine section asks for; a section without `type` is the torch one."""
+    if isinstance(value, dict):
+        return str(value.get("type", "torch"))
+    return str(getattr(value, "type", "torch"))
+
+
+TrainerConfig = Annotated[
+    Annotated[TorchBackendConfig, Tag("torch")] | Annotated[MegatronBackendConfig, Tag("megatron")],
+    Discriminator(
+        _type_or_torch,
+        custom_error_type="unknown_trainer",
+        custom_error_message="trainer.type must be 'torch' or 'megatron'",
+    ),
+]
+"""trainer.type: torch (CPU, one GPU or FSDP2) or megatron (megatron-core, needs CUDA and the gpu extra)."""
+
+EngineConfig = Annotated[
+    Annotated[TorchEngineConfig, Tag("torch")] | Annotated[SGLangEngineConfig, Tag("sglang")],
+    Discriminator(
+        _type_or_torch,
+        custom_error_type="unknown_engine",
+        custom_error_message="engines.engine.type must be 'torch' or 'sglang'",
+    ),
+]
+"""engines.engine.type: torch (the embedded engine) or sglang (needs CUDA and the gpu extra)."""
 
 
 class RolloutConfig(StrictConfig):
@@ -29,7 +59,7 @@ class EnginesConfig(StrictConfig):
     """The engine group: one or more inference engines, all serving the latest weights."""
 
     num_engines: int = Field(1, ge=1)
-    engine: TorchEngineConfig = Field(default_factory=TorchEngineConfig)
+    engine: EngineConfig = Field(default_factory=TorchEngineConfig)
     weight_sync: Literal["finish", "abort"] = Field(
         "finish",
         description="At a weight update: finish (requests in flight end on the old weights, new ones wait) "
@@ -98,7 +128,7 @@ class TrainConfig(StrictConfig):
     train_seed_offset: int = Field(10_000, ge=0, description="Env seed of the first training group.")
     save_every: int = Field(1, ge=0, description="Checkpoint every N steps (0: only at the end).")
     resume: bool = Field(False, description="Continue from the last checkpoint in the output dir.")
-    trainer: TorchBackendConfig = Field(default_factory=TorchBackendConfig)
+    trainer: TrainerConfig = Field(default_factory=TorchBackendConfig)
     loss: LossConfig = Field(default_factory=IPALossConfig)
     env: GEMEnvConfig = Field(default_factory=GEMEnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)

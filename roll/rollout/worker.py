@@ -18,6 +18,7 @@ from roll.engine.types import GenerateRequest, GenerateResult, SamplingParams
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.rollout.episode import EpisodeError, EpisodeTask, Generate
 from roll.rollout.gem_env import GEMEnvManager
+from roll.rollout.routing import EngineRouter
 from roll.types import Trajectory
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,7 @@ class RolloutWorker:
         self.sampling = sampling
         self.episodes_in_flight = episodes_in_flight
         self.engines = engines
-        self.active = list(range(len(engines)))
-        self._load = [0] * len(engines)
+        self.router = EngineRouter(len(engines))
         self._request_ids = itertools.count()
         self.buffer = buffer
         self._executor: ThreadPoolExecutor | None = None
@@ -58,10 +58,7 @@ class RolloutWorker:
 
     def set_active_engines(self, indices: list[int]) -> None:
         """New episodes go only to these engines (the others are asleep or about to be)."""
-        self.active = list(indices) or list(range(len(self.engines)))
-
-    def _engine_for_episode(self) -> int:
-        return min(self.active, key=lambda index: self._load[index])
+        self.router.set_active(indices)
 
     def _generator(self, engine_index: int) -> Generate:
         engine = self.engines[engine_index]
@@ -81,12 +78,14 @@ class RolloutWorker:
         return generate
 
     async def _play(self, task: EpisodeTask, sampling: SamplingConfig) -> Trajectory:
-        engine_index = self._engine_for_episode()
-        self._load[engine_index] += 1
+        """One episode, every call of it on one engine (sticky routing; see roll.rollout.routing)."""
+        engine_index = self.router.acquire()
         try:
-            return await self.manager.run_episode(task, self._generator(engine_index), sampling)
+            trajectory = await self.manager.run_episode(task, self._generator(engine_index), sampling)
         finally:
-            self._load[engine_index] -= 1
+            self.router.release(engine_index)
+        trajectory.metadata["engine"] = engine_index
+        return trajectory
 
     async def run(self) -> int:
         """Play episodes from the buffer until it stops; returns how many were handed in."""

@@ -71,3 +71,45 @@ def test_malformed_override_and_missing_file(tmp_path: Path) -> None:
 def test_schedule_decay_needs_total_steps() -> None:
     with pytest.raises(ConfigError, match="needs total_steps"):
         load_config(RunConfig, None, ["trainer.schedule.type=cosine"])
+
+
+def test_train_config_picks_trainer_and_engine_variants_by_type() -> None:
+    from roll.engine.sglang.config import SGLangEngineConfig
+    from roll.engine.torch_engine.config import TorchEngineConfig
+    from roll.pipeline.config import TrainConfig
+    from roll.trainer.megatron.config import MegatronBackendConfig
+
+    default = load_config(TrainConfig, "configs/ipa.yaml")  # its engine section names no type: torch
+    assert isinstance(default.trainer, TorchBackendConfig)
+    assert isinstance(default.engines.engine, TorchEngineConfig)
+    scale = load_config(
+        TrainConfig,
+        None,
+        ["trainer.type=megatron", "trainer.tensor_parallel_size=2", "engines.engine.type=sglang"],
+    )
+    assert isinstance(scale.trainer, MegatronBackendConfig) and scale.trainer.tensor_parallel_size == 2
+    assert isinstance(scale.engines.engine, SGLangEngineConfig)
+    with pytest.raises(ConfigError, match=r"trainer\.type must be 'torch' or 'megatron'"):
+        load_config(TrainConfig, None, ["trainer.type=jax"])
+    with pytest.raises(ConfigError, match=r"engines\.engine\.type must be 'torch' or 'sglang'"):
+        load_config(TrainConfig, None, ["engines.engine.type=vllm"])
+    with pytest.raises(ConfigError, match=r"engines\.engine\.tp_size: unknown key \(allowed keys: max_batch"):
+        load_config(TrainConfig, None, ["engines.engine.tp_size=2"])
+    with pytest.raises(ConfigError, match=r"trainer\.device: unknown key \(allowed keys: activation_rec"):
+        load_config(TrainConfig, None, ["trainer.type=megatron", "trainer.device=cuda"])
+
+
+def test_gpu_variants_say_they_need_a_gpu_when_built_on_this_machine() -> None:
+    import torch
+
+    from roll.engine.protocol import EngineError
+    from roll.engine.sglang.config import SGLangEngineConfig
+    from roll.pipeline.actors import build_backend, build_engine
+    from roll.trainer.megatron.config import MegatronBackendConfig
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU: the GPU backends are checked by scripts/gpu_check.sh")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        build_backend(MegatronBackendConfig())
+    with pytest.raises(EngineError, match=r"engines\.engine\.type: torch"):
+        build_engine("builtin:tiny-qwen3-moe", SGLangEngineConfig(), base_gpu_id=0)
