@@ -1,6 +1,7 @@
-"""builtin:tiny-qwen3-moe in megatron-core over two CPU processes (gloo) with tensor, expert or pipeline
-parallelism: each rank loads its shard, the packed forward matches transformers, and the weights gathered
-from the shards are the checkpoint's exactly."""
+"""builtin:tiny-qwen3-moe in megatron-core over several CPU processes (gloo) with tensor (and sequence),
+expert or pipeline parallelism: each rank loads its shard, the packed forward matches transformers, the
+weights gathered from the shards are the checkpoint's exactly, and (without pipeline stages) the IPA loss
+gradients reduced by megatron-core equal transformers'."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from roll.models import LoadedModel
+from roll.algo.config import IPALossConfig
+from roll.algo.losses import build_loss
+from roll.models import LoadedModel, load_model
 from roll.trainer.forward import packed_logprobs
 
 WORKER = Path(__file__).with_name("test_megatron_worker.py")
@@ -25,8 +28,8 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("tensor", "expert", "pipeline"), [(2, 1, 1), (1, 2, 1), (1, 1, 2)])
-def test_two_rank_layouts_match_transformers(
+@pytest.mark.parametrize(("tensor", "expert", "pipeline"), [(2, 1, 1), (1, 1, 2), (2, 2, 1)])
+def test_parallel_layouts_match_transformers(
     tensor: int, expert: int, pipeline: int, tiny_moe: LoadedModel, tmp_path: Path
 ) -> None:
     sys.path.insert(0, str(WORKER.parent))
@@ -36,7 +39,7 @@ def test_two_rank_layouts_match_transformers(
         sys.path.remove(str(WORKER.parent))
     out = tmp_path / "result.pt"
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tensor * expert * pipeline),
         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
         str(WORKER), str(tensor), str(expert), str(pipeline), str(out),
     ]  # fmt: skip
@@ -52,3 +55,15 @@ def test_two_rank_layouts_match_transformers(
     assert sorted(got["state"]) == sorted(reference)
     for name, tensor_value in reference.items():
         assert torch.equal(got["state"][name], tensor_value), name
+    if pipeline > 1:
+        assert got["grads"] is None
+        return
+    model = load_model("builtin:tiny-qwen3-moe").model.train()
+    loss = build_loss(IPALossConfig())
+    prepared = loss.prepare(batch)
+    logprobs, entropy = packed_logprobs(model, prepared, torch.device("cpu"), with_entropy=True)
+    loss(prepared, logprobs, logprobs.detach(), entropy).loss.backward()
+    for name, param in model.named_parameters():
+        scale = float(param.grad.abs().max())
+        assert scale > 0, f"{name} got no gradient"
+        torch.testing.assert_close(got["grads"][name], param.grad, atol=1e-5 * scale, rtol=1e-4, msg=name)

@@ -1,9 +1,11 @@
 """Worker of test_megatron_parallel, and the CPU redirection the Megatron tests share. Not a test module.
 
 Run by torch.distributed.run (gloo, CPU) with `TP EP PP OUT`: builds builtin:tiny-qwen3-moe in megatron-core
-under that layout, loads each rank's shard from the checkpoint, runs one packed forward (stages hand the
-hidden states on by send/recv) and gathers the weights back into HF names; rank 0 writes the logprobs and
-the gathered state dict to OUT.
+under that layout (sequence parallel when TP > 1), loads each rank's shard from the checkpoint, runs one
+packed forward (stages hand the hidden states on by send/recv) and gathers the weights back into HF names.
+Without pipeline parallelism it also back-propagates the IPA loss in training mode and reduces the gradients
+as megatron-core's schedule does after its last micro-batch (`finalize_model_grads`), then gathers them like
+the weights. Rank 0 writes logprobs, weights and gradients (transformers layout) to OUT.
 """
 
 from __future__ import annotations
@@ -92,6 +94,38 @@ def pipeline_forward(model: torch.nn.Module, inputs, device: torch.device) -> to
     return output
 
 
+def ipa_gradients(backend, batch) -> dict[str, torch.Tensor]:
+    """The IPA loss's gradients, reduced over ranks by megatron-core and gathered into transformers names."""
+    from megatron.core.distributed import finalize_model_grads
+
+    from roll.algo.config import IPALossConfig
+    from roll.algo.losses import build_loss
+    from roll.trainer.megatron.forward import packed_inputs, token_logprobs
+    from roll.trainer.megatron.mapping import to_transformers_layout
+    from roll.trainer.megatron.weights import gather_hf_buckets, local_parameters
+
+    loss = build_loss(IPALossConfig())
+    prepared = loss.prepare(batch)
+    backend.model.train()
+    backend.model.zero_grad_buffer()
+    inputs = packed_inputs(prepared, 48, torch.device("cpu"))
+    logits = backend.model(inputs.input_ids, inputs.position_ids, inputs.attention_mask)
+    logprobs, entropy = token_logprobs(logits, prepared, backend.shape.vocab_size, True)
+    loss(prepared, logprobs, logprobs.detach(), entropy).loss.backward()
+    finalize_model_grads([backend.model])
+    # The gradients travel the weights' gather path: swapped into the parameters for the gather.
+    params = local_parameters(backend.model)
+    weights = {name: p.data for name, p in params.items()}
+    for p in params.values():
+        p.data = p.main_grad.to(p.dtype)
+    try:
+        grads = {name: t for bucket in gather_hf_buckets(backend.model, backend.shape) for name, t in bucket}
+    finally:
+        for name, p in params.items():
+            p.data = weights[name]
+    return to_transformers_layout(grads, backend.shape)
+
+
 def main() -> None:
     import torch.distributed as dist
 
@@ -107,10 +141,13 @@ def main() -> None:
         config = MegatronBackendConfig(
             dtype="float32",
             moe_token_dispatcher="allgather",
+            # All-reduced gradients on every rank (the distributed optimizer's reduce-scatter leaves each rank
+            # only its own shard reduced, and megatron-core builds that optimizer on CUDA only anyway).
+            distributed_optimizer=False,
             tensor_parallel_size=tensor,
             expert_parallel_size=expert,
             pipeline_parallel_size=pipeline,
-            sequence_parallel=tensor > 1 and expert > 1,
+            sequence_parallel=tensor > 1,
         )
         ps.initialize_model_parallel(
             tensor_model_parallel_size=tensor,
@@ -128,11 +165,12 @@ def main() -> None:
             if logits is not None:
                 logprobs, _ = token_logprobs(logits, batch, backend.shape.vocab_size, False)
             state = backend.state_dict_for_inference().state_dict
+        grads = ipa_gradients(backend, batch) if pipeline == 1 else None
         reports = [None] * dist.get_world_size()
         dist.all_gather_object(reports, logprobs)
         if dist.get_rank() == 0:
             logprobs = next(r for r in reports if r is not None)
-            torch.save({"logprobs": logprobs, "state": state}, out)
+            torch.save({"logprobs": logprobs, "state": state, "grads": grads}, out)
         ps.destroy_model_parallel()
     dist.destroy_process_group()
 

@@ -7,6 +7,7 @@ MoE models a top-k softmax router over per-expert MLPs (SequentialMLP).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,6 +23,36 @@ if TYPE_CHECKING:
 
 # megatron-core implements Llama 3 RoPE scaling with these values fixed; other values would silently differ.
 _LLAMA3_FIXED = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+# megatron-core's norm fallbacks (torch's without Apex, Apex's FusedLayerNorm with it), replaced by `RMSNorm`.
+_MEGATRON_NORMS = ("WrappedTorchNorm", "FusedLayerNorm")
+
+
+class RMSNorm(torch.nn.RMSNorm):
+    """torch RMSNorm in the model's parameter dtype that also works under sequence parallelism.
+
+    megatron-core's torch fallback refuses sequence parallelism (and is built in float32 whatever the model's
+    dtype). Under sequence parallelism every tensor parallel rank normalises a different slice of the
+    sequence, so the weight's gradient must be summed over those ranks: megatron-core does that for weights
+    marked `sequence_parallel`, as Apex's and Transformer Engine's norms mark theirs.
+    """
+
+    def __init__(self, config: TransformerConfig, hidden_size: int, eps: float = 1e-6) -> None:
+        super().__init__(hidden_size, eps=eps, dtype=config.params_dtype)
+        self.weight.sequence_parallel = config.sequence_parallel
+
+
+def _with_rms_norm(spec: Any) -> Any:
+    """A copy of a layer spec tree with every megatron-core norm class replaced by `RMSNorm`."""
+    if isinstance(spec, type):
+        return RMSNorm if spec.__name__ in _MEGATRON_NORMS else spec
+    if isinstance(spec, list):
+        return [_with_rms_norm(item) for item in spec]
+    if dataclasses.is_dataclass(spec):
+        fields = {f.name: _with_rms_norm(getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.init}
+        return dataclasses.replace(spec, **fields)
+    return spec
 
 
 def patch_megatron_without_transformer_engine() -> None:
@@ -144,7 +175,9 @@ def build_gpt_model(hf: dict[str, Any], config: MegatronBackendConfig) -> GPTMod
     patch_megatron_without_transformer_engine()
     shape = ModelShape.from_hf(hf)
     tf_config = transformer_config(hf, config)
-    spec = get_gpt_decoder_block_spec(tf_config, use_transformer_engine=False, normalization="RMSNorm")
+    spec = _with_rms_norm(
+        get_gpt_decoder_block_spec(tf_config, use_transformer_engine=False, normalization="RMSNorm")
+    )
     return GPTModel(
         config=tf_config,
         transformer_layer_spec=spec,
