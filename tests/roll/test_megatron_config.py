@@ -83,6 +83,8 @@ def test_rome_layout_fits_qwen3_30b_a3b() -> None:
          "pipeline_parallel_size x context_parallel_size = 4"),
         ({"expert_parallel_size": 16}, 8, QWEN3_30B_A3B, "world size 8 is not a multiple of "
          "expert_parallel_size x expert_tensor_parallel_size x pipeline_parallel_size = 16"),
+        ({"tensor_parallel_size": 2}, 2, QWEN3_30B_A3B, "trainer.sequence_parallel must be true when "
+         "tensor_parallel_size > 1 for the MoE model_type 'qwen3_moe'"),
         ({}, 1, {**LLAMA, "model_type": "mistral"}, "trainer.model: model_type 'mistral' is not supported by "
          "the megatron backend (allowed: llama, qwen2, qwen3, qwen3_moe); use trainer.type: torch"),
     ],

@@ -56,10 +56,10 @@ def megatron_world() -> Iterator[None]:
             dist.destroy_process_group()
 
 
-def cpu_backend(model: str) -> MegatronBackend:
+def cpu_backend(model: str, dtype: str = "float32") -> MegatronBackend:
     """The backend's model half on CPU (no optimizer: megatron-core builds those on CUDA only)."""
     backend = MegatronBackend.__new__(MegatronBackend)
-    config = MegatronBackendConfig(model=model, dtype="float32", moe_token_dispatcher="allgather")
+    config = MegatronBackendConfig(model=model, dtype=dtype, moe_token_dispatcher="allgather")
     backend._setup_model(config, CPU)
     return backend
 
@@ -89,6 +89,20 @@ def test_tiny_moe_logprobs_match_transformers(moe_backend: MegatronBackend, tiny
     assert batch.num_loss_tokens == 20 and bool((expected[batch.loss_mask] < 0).all())
     torch.testing.assert_close(got, expected, atol=LOGPROB_ATOL, rtol=0)
     torch.testing.assert_close(got_entropy, expected_entropy, atol=LOGPROB_ATOL, rtol=0)
+
+
+def test_bf16_model_is_bf16_throughout_and_close_to_float32(
+    megatron_world: None, tiny_moe: LoadedModel
+) -> None:
+    backend = cpu_backend("builtin:tiny-qwen3-moe", dtype="bfloat16")
+    assert {p.dtype for p in local_parameters(backend.model).values()} == {torch.bfloat16}  # norms included
+    batch = sample_batch()
+    backend.model.eval()
+    with torch.no_grad():
+        got, _ = megatron_logprobs(backend, batch)
+        expected, _ = packed_logprobs(tiny_moe.model, batch, CPU)
+    # bf16 keeps 8 bits of mantissa: logprobs near -11 move by a few thousandths.
+    torch.testing.assert_close(got, expected, atol=0.02, rtol=0)
 
 
 def test_ipa_loss_gradients_match_transformers(moe_backend: MegatronBackend) -> None:

@@ -114,6 +114,11 @@ def check_against_model(config: MegatronBackendConfig, hf_config: dict[str, Any]
                 f"{config.expert_tensor_parallel_size}); they apply to MoE models such as qwen3_moe"
             )
         return
+    if tp > 1 and not config.sequence_parallel:
+        raise ModelLayoutError(
+            "trainer.sequence_parallel must be true when tensor_parallel_size > 1 for the MoE model_type "
+            f"{model_type!r} (megatron-core trains MoE layers under tensor parallelism only with it)"
+        )
     _divides("trainer.expert_parallel_size", config.expert_parallel_size, "num_experts", int(experts))
     expert_ranks = moe_sizes * pp
     if world_size % expert_ranks:
