@@ -26,7 +26,7 @@ from roll.trainer.megatron.backend import MegatronBackend, MegatronNeedsCudaErro
 from roll.trainer.megatron.config import MegatronBackendConfig
 from roll.trainer.megatron.forward import packed_inputs, token_logprobs
 from roll.trainer.megatron.mapping import megatron_to_hf, to_transformers_layout
-from roll.trainer.megatron.weights import local_parameters
+from roll.trainer.megatron.weights import local_parameters, save_hf_folder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_megatron_worker import megatron_on_cpu, sample_batch
@@ -145,6 +145,18 @@ def test_inference_weights_and_hf_export_round_trip(
     from transformers import AutoTokenizer
 
     assert len(AutoTokenizer.from_pretrained(tmp_path / "export")) == len(tiny_moe.tokenizer)
+
+    buckets = moe_backend.weight_buckets(bucket_bytes=1_000_000)
+    save_hf_folder(buckets, moe_backend.folder, tmp_path / "sharded", write=True)
+    assert len(list((tmp_path / "sharded").glob("*.safetensors"))) > 1
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "sharded", dtype=torch.float32).state_dict()
+    assert all(torch.equal(exported[name], value) for name, value in reference.items())
+
+
+def test_gpu_check_reports_a_missing_gpu_as_a_failed_row() -> None:
+    from roll.trainer.megatron.gpu_check import run_checks
+
+    assert run_checks() == [("megatron: CUDA available", False, "torch.cuda.is_available() is False")]
 
 
 def _dense_folder(kind: str, folder: Path) -> Path:
