@@ -18,6 +18,7 @@ from roll.trainer.megatron.mapping import (
     megatron_to_hf,
     split_qkv,
     to_transformers_layout,
+    unmapped_checkpoint_names,
 )
 from roll.trainer.megatron.sharding import (
     ParallelLayout,
@@ -175,3 +176,22 @@ def test_dense_tied_shard_then_unshard(tensor: int, pipeline: int) -> None:
     gate_rows = whole["decoder.layers.0.mlp.linear_fc1.weight"][:48]
     assert torch.equal(fc1[: 48 // tensor], gate_rows.chunk(tensor)[-1])
     assert_same(unshard(pieces, shape, layout, set(whole)), whole)
+
+
+def test_checkpoint_tensors_without_a_place_are_found(
+    moe: tuple[ModelShape, dict[str, torch.Tensor]],
+) -> None:
+    shape, state = moe
+    assert unmapped_checkpoint_names(set(state), shape) == set()
+    extra = {"model.layers.0.self_attn.o_proj.bias", "model.layers.1.self_attn.rotary_emb.inv_freq"}
+    assert unmapped_checkpoint_names(set(state) | extra, shape) == {"model.layers.0.self_attn.o_proj.bias"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "key"), [("llama", "attention_bias"), ("llama", "mlp_bias"), ("qwen3", "attention_bias")]
+)
+def test_biases_megatron_layers_lack_are_refused(kind: str, key: str) -> None:
+    hf = {"model_type": kind, "num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 2,
+          "vocab_size": 16, key: True}  # fmt: skip
+    with pytest.raises(ValueError, match=f"{kind} with {key} is not supported"):
+        ModelShape.from_hf(hf)

@@ -51,6 +51,13 @@ class ModelShape:
                 f"model_type {model_type!r} has no Megatron mapping (supported: "
                 f"{', '.join(SUPPORTED_MODEL_TYPES)}); use trainer.type: torch for this model"
             )
+        # qwen2's q/k/v biases are its architecture; other biases have no place in the Megatron model.
+        extra_bias = [k for k in ("attention_bias", "mlp_bias") if hf.get(k) and model_type != "qwen2"]
+        if extra_bias:
+            raise ValueError(
+                f"{model_type} with {' and '.join(extra_bias)} is not supported by the megatron backend "
+                "(its layers have no such biases); use trainer.type: torch for this model"
+            )
         layers = int(hf["num_hidden_layers"])
         heads = int(hf["num_attention_heads"])
         experts = num_experts(hf) if model_type == "qwen3_moe" else 0
@@ -66,7 +73,7 @@ class ModelShape:
             head_dim=int(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
             vocab_size=int(hf["vocab_size"]),
             tied_embeddings=bool(hf.get("tie_word_embeddings", False)),
-            qkv_bias=model_type == "qwen2" or bool(hf.get("attention_bias", False)),
+            qkv_bias=model_type == "qwen2",
             qk_norm=model_type in ("qwen3", "qwen3_moe"),
             num_experts=experts,
             moe_layers=moe_layers,
@@ -182,6 +189,13 @@ def megatron_to_hf(state: Mapping[str, torch.Tensor], shape: ModelShape) -> dict
     for rule in rules(shape):
         out.update(zip(rule.hf, rule.to_hf(_take(state, rule.megatron), shape), strict=True))
     return out
+
+
+def unmapped_checkpoint_names(names: set[str], shape: ModelShape) -> set[str]:
+    """Checkpoint tensors no rule reads (a tied model's lm_head copy and RoPE caches are expected)."""
+    used = {name for rule in rules(shape) for name in rule.hf}
+    ignored = {"lm_head.weight"} if shape.tied_embeddings else set()
+    return {n for n in names - used - ignored if not n.endswith("rotary_emb.inv_freq")}
 
 
 def megatron_names(shape: ModelShape) -> set[str]:

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from roll.trainer.megatron.mapping import ModelShape, rules
+from roll.trainer.megatron.mapping import ModelShape, rules, unmapped_checkpoint_names
 from roll.trainer.megatron.sharding import (
     ParallelLayout,
     Placement,
@@ -92,6 +92,12 @@ def load_hf_weights(model: torch.nn.Module, folder: Path, shape: ModelShape) -> 
     layout, coords = rank_coords()
     params = local_parameters(model)
     reader = CheckpointReader(folder)
+    unmapped = unmapped_checkpoint_names(set(reader.file_of), shape)
+    if unmapped:
+        raise ValueError(
+            f"{folder} holds tensors the Megatron model has no place for, e.g. {sorted(unmapped)[:3]}; "
+            "this model variant is not supported by the megatron backend, use trainer.type: torch"
+        )
     loaded: set[str] = set()
     for rule in rules(shape):
         place = placement(rule.megatron, shape, layout)
