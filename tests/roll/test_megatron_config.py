@@ -171,3 +171,18 @@ def test_unsupported_rope_says_to_use_torch(rope: dict, message: str) -> None:
     with pytest.raises(ValueError, match=r"use trainer\.type: torch") as error:
         rope_settings(rope)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"use_sliding_window": True}, "sliding-window attention"),
+        ({"hidden_act": "gelu"}, "hidden_act 'gelu'"),
+    ],
+)
+def test_unsupported_architecture_says_to_use_torch(change: dict, message: str) -> None:
+    from roll.trainer.megatron.model import transformer_config
+
+    with pytest.raises(ValueError, match=r"use trainer\.type: torch") as error:
+        transformer_config({**_tiny_moe_hf(), **change}, MegatronBackendConfig())
+    assert message in str(error.value)

@@ -94,6 +94,10 @@ def transformer_config(hf: dict[str, Any], config: MegatronBackendConfig) -> Tra
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     shape = ModelShape.from_hf(hf)
+    if hf.get("use_sliding_window"):
+        raise ValueError(
+            "sliding-window attention is not supported by the megatron backend; use trainer.type: torch"
+        )
     if hf.get("hidden_act", "silu") != "silu":
         raise ValueError(f"hidden_act {hf['hidden_act']!r} is not SwiGLU's silu; use trainer.type: torch")
     bf16 = config.dtype == "bfloat16"
