@@ -156,7 +156,7 @@ def test_inference_weights_and_hf_export_round_trip(
 def test_gpu_check_reports_a_missing_gpu_as_a_failed_row() -> None:
     from roll.trainer.megatron.gpu_check import run_checks
 
-    assert run_checks() == [("megatron: CUDA available", False, "torch.cuda.is_available() is False")]
+    assert run_checks() == [("CUDA available", False, "torch.cuda.is_available() is False")]
 
 
 def _dense_folder(kind: str, folder: Path) -> Path:

@@ -70,7 +70,7 @@ def run_checks() -> list[Row]:
         rows.append((name, passed, detail))
 
     if not torch.cuda.is_available():
-        return [("megatron: CUDA available", False, "torch.cuda.is_available() is False")]
+        return [("CUDA available", False, "torch.cuda.is_available() is False")]
 
     from roll.algo.config import IPALossConfig
     from roll.algo.losses import build_loss
@@ -154,13 +154,13 @@ def run_checks() -> list[Row]:
         detail = f"resumed step: max |diff| {diff:.2e} (tolerance {RESUME_ATOL:g}), step {backend.step}"
         return diff <= RESUME_ATOL and backend.step == 2, detail
 
-    check("megatron: build both backends on tiny-qwen3-moe", build)
+    check("build both backends on tiny-qwen3-moe", build)
     if "megatron" in state:
-        check("megatron: logprobs match the torch backend", logprobs)
-        check("megatron: one IPA step matches the torch backend", train_step)
-        check("megatron: bucketed weight sync in HF names", weight_sync)
-        check("megatron: HF export round trip", export)
-        check("megatron: checkpoint save/load resumes exactly", checkpoint)
+        check("logprobs match the torch backend", logprobs)
+        check("one IPA step matches the torch backend", train_step)
+        check("bucketed weight sync in HF names", weight_sync)
+        check("HF export round trip", export)
+        check("checkpoint save/load resumes exactly", checkpoint)
     return rows
 
 
