@@ -17,6 +17,7 @@ from roll.trainer.megatron.mapping import (
     megatron_names,
     megatron_to_hf,
     split_qkv,
+    to_checkpoint_layout,
     to_transformers_layout,
     unmapped_checkpoint_names,
 )
@@ -121,6 +122,9 @@ def test_transformers_layout_equals_the_in_memory_model(tiny_moe: LoadedModel) -
     shape = ModelShape.from_hf(tiny_moe.model.config.to_dict())
     converted = to_transformers_layout(checkpoint_state("builtin:tiny-qwen3-moe"), shape)
     assert_same(converted, dict(tiny_moe.model.state_dict()))
+    assert_same(
+        to_checkpoint_layout(dict(tiny_moe.model.state_dict())), checkpoint_state("builtin:tiny-qwen3-moe")
+    )
 
 
 LAYOUTS = [

@@ -10,7 +10,7 @@ the Megatron side by rank. Layouts that differ:
 
 HF names here are the checkpoint names (what `save_pretrained` writes and SGLang loads). transformers 5 holds
 MoE experts fused in memory (`experts.gate_up_proj` [E, 2F, H], `experts.down_proj` [E, H, F]);
-`to_transformers_layout` converts to that.
+`to_transformers_layout` converts to that, `to_checkpoint_layout` back.
 """
 
 from __future__ import annotations
@@ -238,3 +238,26 @@ def _complete(prefix: str, kind: str, tensors: list[torch.Tensor | None]) -> lis
             f"{prefix}: experts {missing} lack {kind}.weight; pass every expert of a layer together"
         )
     return [t for t in tensors if t is not None]
+
+
+_FUSED = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj)$")
+
+
+def to_checkpoint_layout(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Inverse of `to_transformers_layout`: fused in-memory experts back to per-expert checkpoint names
+    (what SGLang's weight loader takes); other names are unchanged."""
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        match = _FUSED.match(name)
+        if match is None:
+            out[name] = tensor
+            continue
+        prefix, kind = match.groups()
+        for expert, weight in enumerate(tensor.unbind(0)):
+            if kind == "down_proj":
+                out[f"{prefix}.{expert}.down_proj.weight"] = weight
+            else:
+                gate, up = weight.chunk(2)
+                out[f"{prefix}.{expert}.gate_proj.weight"] = gate
+                out[f"{prefix}.{expert}.up_proj.weight"] = up
+    return out
