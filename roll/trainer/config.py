@@ -46,9 +46,14 @@ class TorchBackendConfig(StrictConfig):
         "float32", description="Compute dtype; weights and optimizer state stay float32 (autocast for bf16)."
     )
     micro_batch_tokens: int = Field(
-        4096, ge=1, description="Token budget of a micro-batch (whole trajectories; a longer one runs alone)."
+        4096,
+        ge=1,
+        description="Token budget of a micro-batch (whole trajectories; a longer one runs alone). Padded, it "
+        "counts padded slots: sequences times the longest.",
     )
-    packing: bool = Field(True, description="Padding-free packed forward; False pads (benchmark baseline).")
+    packing: bool = Field(
+        True, description="Padding-free packed forward; False pads to the longest (benchmark baseline)."
+    )
     activation_checkpointing: bool = False
     compute_entropy: bool = Field(True, description="Report the policy entropy of trained tokens.")
     seed: int = 0

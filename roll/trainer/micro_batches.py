@@ -5,19 +5,31 @@ from __future__ import annotations
 from roll.types import PackedBatch
 
 
-def plan_micro_batches(batch: PackedBatch, token_budget: int) -> list[tuple[int, int]]:
-    """Contiguous trajectory ranges [start, end) of at most `token_budget` tokens each.
+def plan_micro_batches(batch: PackedBatch, token_budget: int, padded: bool = False) -> list[tuple[int, int]]:
+    """Contiguous trajectory ranges [start, end) of at most `token_budget` tokens each, in data order.
 
-    Trajectories are never split (chunk- and trajectory-level quantities need all their tokens); one that
-    alone exceeds the budget gets a micro-batch of its own.
+    Packed, a micro-batch costs its real tokens; `padded`, it costs what the padded forward computes: its
+    sequences times its longest sequence. Trajectories are never split (chunk- and trajectory-level
+    quantities need all their tokens); one that alone exceeds the budget gets a micro-batch of its own.
     """
+    tokens = batch.trajectory_token_counts().tolist()
+    rows = [0] * batch.num_trajectories
+    longest = [0] * batch.num_trajectories
+    for traj, length in zip(batch.seq_traj.tolist(), batch.seq_lens.tolist(), strict=True):
+        rows[traj] += 1
+        longest[traj] = max(longest[traj], length)
+
+    def cost(start: int, end: int) -> int:
+        if padded:
+            return sum(rows[start:end]) * max(longest[start:end])
+        return sum(tokens[start:end])
+
     ranges: list[tuple[int, int]] = []
-    start, tokens = 0, 0
-    for traj, count in enumerate(batch.trajectory_token_counts().tolist()):
-        if traj > start and tokens + count > token_budget:
+    start = 0
+    for traj in range(batch.num_trajectories):
+        if traj > start and cost(start, traj + 1) > token_budget:
             ranges.append((start, traj))
-            start, tokens = traj, 0
-        tokens += count
+            start = traj
     if batch.num_trajectories:
         ranges.append((start, batch.num_trajectories))
     return ranges

@@ -88,7 +88,7 @@ class TorchBackend:
 
     def _my_micro_batches(self, batch: PackedBatch) -> tuple[list[tuple[int, int]], int]:
         """This rank's trajectory ranges, and how many idle passes it must add to keep ranks in step."""
-        plan = plan_micro_batches(batch, self.config.micro_batch_tokens)
+        plan = plan_micro_batches(batch, self.config.micro_batch_tokens, padded=not self.config.packing)
         mine = plan[self.rank :: self.world_size]
         rounds = -(-len(plan) // self.world_size)
         return mine, rounds - len(mine)

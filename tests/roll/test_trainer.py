@@ -166,6 +166,23 @@ def test_micro_batches_whole_trajectories_within_budget() -> None:
     assert plan_micro_batches(batch, token_budget=1) == [(i, i + 1) for i in range(5)]
 
 
+def test_padded_micro_batches_count_padded_slots() -> None:
+    batch = pack_trajectories(agentic_trajectories(count=5))
+
+    def slots(start: int, end: int) -> int:
+        lengths = batch.slice_trajectories(start, end).seq_lens
+        return lengths.numel() * int(lengths.max())
+
+    budget = slots(0, 2)
+    assert sum(batch.trajectory_token_counts()[:3].tolist()) <= budget < slots(0, 3)  # real tokens would fit
+    plan = plan_micro_batches(batch, token_budget=budget, padded=True)
+    assert plan[0] == (0, 2)
+    assert [i for r in plan for i in range(*r)] == list(range(5))
+    for start, end in plan:
+        assert slots(start, end) <= budget or end == start + 1
+        assert end == 5 or slots(start, end + 1) > budget
+
+
 def _params(b: TorchBackend) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in b.state_dict_for_inference().state_dict.items()}
 

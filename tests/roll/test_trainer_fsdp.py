@@ -1,4 +1,4 @@
-"""Two-process FSDP2 (gloo, CPU) gives the same update as one process."""
+"""Two-process FSDP2 (gloo, CPU) gives the same update and the same exported model as one process."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 WORKER = Path(__file__).with_name("test_trainer_fsdp_worker.py")
 
@@ -26,12 +27,13 @@ def test_two_process_fsdp2_matches_one_process(tmp_path: Path) -> None:
         from test_trainer_fsdp_worker import run_step, tiny_llama
     finally:
         sys.path.remove(str(WORKER.parent))
-    single_weights, single_metrics = run_step()
+    single_weights, single_metrics = run_step(tmp_path / "single_hf")
 
     out = tmp_path / "fsdp.pt"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(WORKER), str(out),
+        str(tmp_path / "fsdp_hf"),
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -44,3 +46,11 @@ def test_two_process_fsdp2_matches_one_process(tmp_path: Path) -> None:
     for name, value in single_weights.items():
         torch.testing.assert_close(distributed["weights"][name], value, atol=1e-6, rtol=0)
         assert not torch.equal(value, initial[name]), f"{name} did not move"
+
+    # The exported folders reload with plain transformers and give the same logits.
+    ids = torch.tensor([[3, 17, 42, 5, 9, 60, 1, 33]])
+    with torch.no_grad():
+        single = AutoModelForCausalLM.from_pretrained(tmp_path / "single_hf").eval()(input_ids=ids).logits
+        fsdp = AutoModelForCausalLM.from_pretrained(tmp_path / "fsdp_hf").eval()(input_ids=ids).logits
+    torch.testing.assert_close(fsdp, single, atol=1e-5, rtol=0)
+    assert single.abs().max() > 0

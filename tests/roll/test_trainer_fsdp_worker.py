@@ -1,12 +1,14 @@
 """Worker of test_trainer_fsdp: one rank of a two-process FSDP2 run (gloo, CPU). Not a test module.
 
-Run by torch.distributed.run: builds the seeded tiny model, takes one IPA step on the shared batch and
-writes the updated full weights and the metrics (rank 0) to the path given as argv[1].
+Run by torch.distributed.run: builds the seeded tiny model, takes one IPA step on the shared batch,
+writes the updated full weights and the metrics (rank 0) to the path given as argv[1] and exports the model
+as a Hugging Face folder to argv[2].
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -44,11 +46,13 @@ def trajectories() -> list[Trajectory]:
     return out
 
 
-def run_step(lr: float = 1e-3) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+def run_step(export_dir: Path, lr: float = 1e-3) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """One IPA step, then the trained model exported to `export_dir`; returns full weights and metrics."""
     config = TorchBackendConfig(micro_batch_tokens=1, optimizer=OptimizerConfig(lr=lr))
     backend = TorchBackend(config, model=tiny_llama())
     loss = build_loss(IPALossConfig(group_baseline=True, mismatch_high=100.0))
     metrics = backend.train_step(pack_trajectories(trajectories()), loss)
+    backend.export_hf(export_dir)
     return backend.state_dict_for_inference().state_dict, metrics
 
 
@@ -56,7 +60,7 @@ def main() -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    weights, metrics = run_step()
+    weights, metrics = run_step(Path(sys.argv[2]))
     if dist.get_rank() == 0:
         torch.save({"weights": weights, "metrics": metrics}, sys.argv[1])
     dist.destroy_process_group()
