@@ -6,11 +6,17 @@ first step of each is warm-up and is left out. Printed: samples/s of each, their
 overlap bound from the synchronous run's time split,
     (T_gen + T_env + T_train) / max(T_gen + T_env, T_train),
 where T_gen + T_env is the time the synchronous step waits for its batch and T_train the train step plus
-weight sync. With --multiplex a third run adds a second engine and train-rollout multiplexing (one engine
-sleeps while the trainer steps) to show its effect on the CPU.
+weight sync. The bound assumes rollout throughput is fixed; async ratio 1 also keeps up to two batches of
+episodes in flight instead of one, so when rollout is latency-bound (env sleeps, small decode batches)
+async can beat the bound. With --multiplex a third run adds a second engine and train-rollout multiplexing
+(one engine sleeps while the trainer steps) to show its effect on the CPU.
 
-    python benchmarks/async_rl.py                 # SmolLM2-135M, 4 steps per run, a few minutes
-    python benchmarks/async_rl.py --model builtin:tiny-qwen3-moe --steps 3
+The default model is the tiny random builtin:tiny-qwen3-moe (6M parameters): on a shared 2-core machine
+the SmolLM2-135M variant (`--model builtin:smollm2-135m-instruct`, ~4 GB for trainer, optimizer and
+engine) was killed by Ray's memory monitor when other jobs held most of the memory.
+
+    python benchmarks/async_rl.py                 # tiny model, 5 steps per run, a few minutes
+    python benchmarks/async_rl.py --model builtin:smollm2-135m-instruct --steps 4 --env-latency 1.0
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ def steady(records: list[dict[str, Any]]) -> dict[str, float]:
     wall = sum(r["time_step_s"] for r in rest)
     return {
         "samples_per_s": sum(r["episodes"] for r in rest) / wall,
+        "episode_gen_s": sum(r["episode_gen_s"] for r in rest) / len(rest),
+        "episode_env_s": sum(r["episode_env_s"] for r in rest) / len(rest),
         "rollout_s": sum(r["time_rollout_s"] for r in rest) / len(rest),
         "train_s": sum(r["time_train_s"] + r["time_sync_s"] for r in rest) / len(rest),
         "step_s": wall / len(rest),
@@ -56,12 +64,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="builtin:smollm2-135m-instruct")
-    parser.add_argument("--steps", type=int, default=4, help="Train steps per run (the first is warm-up).")
+    parser.add_argument("--model", default="builtin:tiny-qwen3-moe")
+    parser.add_argument("--steps", type=int, default=5, help="Train steps per run (the first is warm-up).")
     parser.add_argument("--env-latency", type=float, default=0.5, help="Seconds each env step sleeps.")
     parser.add_argument(
         "--multiplex", action="store_true", help="Also run async with 2 engines, multiplexed."
     )
+    parser.add_argument("--out", type=Path, help="Keep the runs in this folder (default: a temporary one).")
     args = parser.parse_args()
     console = Console(stderr=True)
     base = [
@@ -83,19 +92,20 @@ def main() -> None:
             "resources.engine_cpus=0.5",
         ]
     with tempfile.TemporaryDirectory(prefix="roll-async-bench-") as folder:
-        results = {
-            name: steady(run(base, name, Path(folder), extra, console)) for name, extra in runs.items()
-        }
+        out = args.out or Path(folder)
+        results = {name: steady(run(base, name, out, extra, console)) for name, extra in runs.items()}
     sync, fast = results["sync"], results["async"]
     bound = (sync["rollout_s"] + sync["train_s"]) / max(sync["rollout_s"], sync["train_s"])
     ratio = fast["samples_per_s"] / sync["samples_per_s"]
     table = Table(title=f"async RL, {args.model}, env latency {args.env_latency}s/step")
-    for column in ("run", "samples/s", "rollout wait s/step", "train+sync s/step", "step s", "staleness"):
+    columns = ("run", "samples/s", "gen/env s per episode", "rollout wait s/step", "train+sync s/step")
+    for column in (*columns, "step s", "staleness"):
         table.add_column(column, justify="right")
     for name, r in results.items():
         table.add_row(
             name,
             f"{r['samples_per_s']:.3f}",
+            f"{r['episode_gen_s']:.1f}/{r['episode_env_s']:.1f}",
             f"{r['rollout_s']:.1f}",
             f"{r['train_s']:.1f}",
             f"{r['step_s']:.1f}",

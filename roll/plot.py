@@ -63,6 +63,8 @@ def plot_run(run_dir: Path, output: Path | None = None) -> Path:
             if points:
                 steps, values = zip(*points, strict=True)
                 axis.plot(steps, values, marker="o", markersize=3, label=label)
+        if source == "eval":
+            _label_evals(axis, records["eval"])
         axis.set_title(title)
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)
@@ -76,3 +78,20 @@ def plot_run(run_dir: Path, output: Path | None = None) -> Path:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def _label_evals(axis: Any, evals: list[dict[str, Any]]) -> None:
+    """Name each eval point (base and after SFT share step 0, so their labels are stacked)."""
+    at_step: dict[int, int] = {}
+    for row in evals:
+        if not isinstance(row.get("success"), int | float):
+            continue
+        offset = at_step.get(row["step"], 0)
+        at_step[row["step"]] = offset + 1
+        axis.annotate(
+            f"{row['label']} {row['success']:.0%}",
+            (row["step"], row["success"]),
+            textcoords="offset points",
+            xytext=(4, 4 - 10 * offset),
+            fontsize=7,
+        )

@@ -28,6 +28,7 @@ from roll.rollout.episode import EpisodeTask
 def train(config: TrainConfig, console: Console | None = None) -> list[dict[str, Any]]:
     """Run (or resume) training; returns the evaluation records (the summary table's rows)."""
     console = console or Console(stderr=True)
+    started = time.perf_counter()
     run_dir = config.run_dir
     previous = RunLog.find_checkpoint(run_dir) if config.resume else None
     log = RunLog(run_dir, resume_step=previous[1]["step"] if previous else None)
@@ -44,7 +45,8 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
             evaluate(cluster, config, log, step=0, label="base", model=config.trainer.model)
         cluster.sync_weights()
         if not previous:
-            evaluate(cluster, config, log, step=0, label="start", model=policy)
+            label = "after SFT" if config.warm_start else "before RL"
+            evaluate(cluster, config, log, step=0, label=label, model=policy)
         cluster.set_step(start)  # rollout starts now, on the policy's weights
         with StepProgress(console, config.steps, start) as progress:
             for step in range(start, config.steps):
@@ -57,12 +59,12 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
                 if done < config.steps and config.eval.every and done % config.eval.every == 0:
                     evaluate(cluster, config, log, step=done, label=f"step {done}")
         if not previous or start < config.steps:
-            evaluate(cluster, config, log, step=config.steps, label="end")
+            evaluate(cluster, config, log, step=config.steps, label="after RL")
             cluster.export_model(run_dir / "model")
     finally:
         cluster.shutdown()
         log.close()
-    print_summary(console, log.evals(), run_dir)
+    print_summary(console, log.evals(), config, time.perf_counter() - started)
     return log.evals()
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from roll.pipeline.config import TrainConfig
 
 
 def step_line(record: dict[str, Any]) -> str:
@@ -48,24 +49,33 @@ class StepProgress:
         self._progress.update(self._task, completed=record["step"], info=step_line(record))
 
 
-def print_summary(console: Console, evals: list[dict[str, Any]], run_dir: Path) -> None:
-    table = Table(title=f"Evaluation on fixed seeds ({run_dir})")
+def print_summary(
+    console: Console, evals: list[dict[str, Any]], config: TrainConfig, wall_s: float | None = None
+) -> None:
+    """The eval table (base, after SFT, after RL, ...) with the eval settings, and the run's wall time."""
+    ev = config.eval
+    sampling = "greedy" if ev.sampling.temperature == 0 else f"temperature {ev.sampling.temperature:g}"
+    seeds = f"env seeds {ev.seed_offset}..{ev.seed_offset + ev.episodes - 1}"
+    table = Table(
+        title=f"Eval success on {config.env.env_id}, {seeds} (fixed, apart from training seeds), {sampling}, "
+        f"<= {ev.sampling.max_new_tokens} tokens per turn ({config.run_dir})"
+    )
     for column in ("when", "step", "episodes", "success", "reward", "format errors", "turns"):
         table.add_column(column, justify="left" if column == "when" else "right")
-    for row in evals:
-        if not row.get("episodes"):
-            continue
+    played = [row for row in evals if row.get("episodes")]
+    for row in played:
         table.add_row(
             row["label"],
             str(row["step"]),
             str(row["episodes"]),
-            f"{row['success']:.0%}",
+            f"{row['success']:.0%} ({round(row['success'] * row['episodes'])}/{row['episodes']})",
             f"{row['reward']:+.3f}",
             f"{row['format_error_rate']:.0%}",
             f"{row['turns']:.1f}",
         )
     console.print(table)
-    played = [row for row in evals if row.get("episodes")]
     if played:
         path = " → ".join(f"{row['label']} {row['success']:.0%}" for row in played)
         console.print(f"Eval success: {path}")
+    if wall_s is not None:
+        console.print(f"Wall time of this run: {wall_s / 60:.1f} min")

@@ -51,7 +51,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def check_run(
-    run_dir: Path, steps: int, async_ratio: int, first_evals: tuple[str, ...] = ("start",)
+    run_dir: Path, steps: int, async_ratio: int, first_evals: tuple[str, ...] = ("before RL",)
 ) -> list[dict[str, Any]]:
     """What every finished run must show; returns its step records."""
     from roll.plot import plot_run
@@ -64,7 +64,7 @@ def check_run(
         assert record["staleness_max"] <= async_ratio  # no trained chunk older than the bound
         assert record["workers_lost"] == 0 and record["buffer/infra_failed"] == 0
     evals = [(e["label"], e["step"], e["episodes"]) for e in read_jsonl(run_dir / "eval.jsonl")]
-    assert evals == [*((label, 0, 2) for label in first_evals), ("end", steps, 2)]
+    assert evals == [*((label, 0, 2) for label in first_evals), ("after RL", steps, 2)]
     assert (run_dir / "checkpoints" / f"step_{steps:06d}" / "pipeline.json").is_file()
     assert any((run_dir / "tensorboard").iterdir())
     assert plot_run(run_dir).read_bytes()[:4] == b"\x89PNG"
@@ -87,7 +87,7 @@ def test_short_synchronous_run_after_an_sft_warm_start(ray_session: None, tmp_pa
     }
     config = tiny_config(tmp_path / "run", async_ratio=0, rollout={"num_workers": 1}, warm_start=warm_start)
     train(validate_config(TrainConfig, config))
-    records = check_run(tmp_path / "run", steps=2, async_ratio=0, first_evals=("base", "start"))
+    records = check_run(tmp_path / "run", steps=2, async_ratio=0, first_evals=("base", "after SFT"))
     assert all(s["staleness_max"] == 0 and s["engines_slept"] == 0 for s in records)
     # the base model was evaluated first, then RL started from the SFT run's export
     models = [e.get("model") for e in read_jsonl(tmp_path / "run" / "eval.jsonl")]
