@@ -66,7 +66,9 @@ def cpu_backend(model: str, dtype: str = "float32") -> MegatronBackend:
 
 def megatron_logprobs(backend: MegatronBackend, batch, with_entropy: bool = False):
     inputs = packed_inputs(batch, batch.num_tokens + 5, CPU)
-    logits = backend.model(inputs.input_ids, inputs.position_ids, inputs.attention_mask)
+    logits = backend.model(
+        inputs.input_ids, inputs.position_ids, None, packed_seq_params=inputs.packed_seq_params
+    )
     return token_logprobs(logits, batch, backend.shape.vocab_size, with_entropy)
 
 

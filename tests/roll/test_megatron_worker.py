@@ -87,7 +87,7 @@ def pipeline_forward(model: torch.nn.Module, inputs, device: torch.device) -> to
         hidden = torch.empty(length, 1, inner.config.hidden_size, device=device)
         dist.recv(hidden, src=ps.get_pipeline_model_parallel_prev_rank())
         inner.set_input_tensor(hidden)
-    output = model(inputs.input_ids, inputs.position_ids, inputs.attention_mask)
+    output = model(inputs.input_ids, inputs.position_ids, None, packed_seq_params=inputs.packed_seq_params)
     if not ps.is_pipeline_last_stage():
         dist.send(output.contiguous(), dst=ps.get_pipeline_model_parallel_next_rank())
         return None
@@ -109,7 +109,9 @@ def ipa_gradients(backend, batch) -> dict[str, torch.Tensor]:
     backend.model.train()
     backend.model.zero_grad_buffer()
     inputs = packed_inputs(prepared, 48, torch.device("cpu"))
-    logits = backend.model(inputs.input_ids, inputs.position_ids, inputs.attention_mask)
+    logits = backend.model(
+        inputs.input_ids, inputs.position_ids, None, packed_seq_params=inputs.packed_seq_params
+    )
     logprobs, entropy = token_logprobs(logits, prepared, backend.shape.vocab_size, True)
     loss(prepared, logprobs, logprobs.detach(), entropy).loss.backward()
     finalize_model_grads([backend.model])

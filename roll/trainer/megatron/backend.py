@@ -185,7 +185,9 @@ class MegatronBackend:
         def forward_step(data_iterator: Iterator[tuple[PackedBatch, bool]], model: torch.nn.Module):
             micro, real = next(data_iterator)
             inputs = packed_inputs(micro, length, self.device)
-            output = model(inputs.input_ids, inputs.position_ids, inputs.attention_mask)
+            output = model(
+                inputs.input_ids, inputs.position_ids, None, packed_seq_params=inputs.packed_seq_params
+            )
             return output, partial(on_logits, micro, real)
 
         get_forward_backward_func()(

@@ -1,25 +1,28 @@
 """Packed micro-batches as megatron-core GPT inputs, and per-token logprobs from its logits.
 
-The local layer spec's attention takes an explicit mask, not packed-sequence metadata, so a packed
-micro-batch is one row with a block-diagonal causal mask (True = masked). RoPE then sees positions 0..L-1 of
-the row instead of positions restarting per sequence; attention scores under RoPE depend only on position
-differences, and the mask keeps every query inside its own sequence, so the result is the same.
+A packed micro-batch is one row right-padded to a common length; its sequences (the padding as one more)
+are described by megatron-core's `PackedSeqParams` in the THD layout, which restarts RoPE positions per
+sequence and lets `attention.PackedSequenceAttention` attend within each sequence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from roll.types import PackedBatch
 
+if TYPE_CHECKING:
+    from megatron.core.packed_seq_params import PackedSeqParams
+
 
 @dataclass
 class PackedInputs:
     input_ids: torch.Tensor  # [1, L] long
-    position_ids: torch.Tensor  # [1, L] long
-    attention_mask: torch.Tensor  # [1, 1, L, L] bool, True = masked
+    position_ids: torch.Tensor  # [1, L] long, restarting per sequence
+    packed_seq_params: PackedSeqParams
 
 
 def padded_length(tokens: int, multiple: int) -> int:
@@ -27,25 +30,29 @@ def padded_length(tokens: int, multiple: int) -> int:
 
 
 def packed_inputs(batch: PackedBatch, length: int, device: torch.device) -> PackedInputs:
-    """The micro-batch's tokens right-padded to `length`; every padding token attends only to itself."""
+    """The micro-batch's tokens right-padded to `length`; the padding forms a sequence of its own."""
+    from megatron.core.packed_seq_params import PackedSeqParams
+
     tokens = batch.num_tokens
     if length < tokens:
         raise ValueError(f"length {length} is shorter than the micro-batch's {tokens} tokens")
-    num_seqs = int(batch.seq_lens.numel())
-    segment = torch.cat(
-        [
-            torch.repeat_interleave(torch.arange(num_seqs), batch.seq_lens),
-            torch.arange(num_seqs, num_seqs + length - tokens),
-        ]
-    )
-    positions = torch.arange(length)
-    mask = (segment[:, None] != segment[None, :]) | (positions[None, :] > positions[:, None])
+    lengths = batch.seq_lens.tolist() + ([length - tokens] if length > tokens else [])
+    cu_seqlens = torch.zeros(len(lengths) + 1, dtype=torch.int32)
+    cu_seqlens[1:] = torch.tensor(lengths).cumsum(0)
+    cu_seqlens = cu_seqlens.to(device)
+    positions = torch.cat([torch.arange(n) for n in lengths])
     ids = torch.zeros(length, dtype=torch.long)
     ids[:tokens] = batch.input_ids
+    longest = max(lengths)
+    params = PackedSeqParams(
+        qkv_format="thd",
+        cu_seqlens_q=cu_seqlens,
+        cu_seqlens_kv=cu_seqlens,
+        max_seqlen_q=longest,
+        max_seqlen_kv=longest,
+    )
     return PackedInputs(
-        input_ids=ids[None].to(device),
-        position_ids=positions[None].to(device),
-        attention_mask=mask[None, None].to(device),
+        input_ids=ids[None].to(device), position_ids=positions[None].to(device), packed_seq_params=params
     )
 
 

@@ -2,7 +2,9 @@
 
 The layer spec is megatron-core's local one (no Transformer Engine, no Apex), so the model runs wherever
 PyTorch does with megatron-core installed: RMSNorm, SwiGLU, RoPE, optional QK-norm and QKV bias, and for
-MoE models a top-k softmax router over per-expert MLPs (SequentialMLP).
+MoE models a top-k softmax router over per-expert MLPs (SequentialMLP). Two modules of the spec are ours:
+the norm (`RMSNorm`, which also works under sequence parallelism) and the core attention
+(`attention.PackedSequenceAttention`, per-sequence attention over packed rows).
 """
 
 from __future__ import annotations
@@ -43,14 +45,23 @@ class RMSNorm(torch.nn.RMSNorm):
         self.weight.sequence_parallel = config.sequence_parallel
 
 
-def _with_rms_norm(spec: Any) -> Any:
-    """A copy of a layer spec tree with every megatron-core norm class replaced by `RMSNorm`."""
+def _with_our_modules(spec: Any) -> Any:
+    """A copy of a layer spec tree with megatron-core's norms replaced by `RMSNorm` and its local core
+    attention by `PackedSequenceAttention`."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    from roll.trainer.megatron.attention import PackedSequenceAttention
+
     if isinstance(spec, type):
-        return RMSNorm if spec.__name__ in _MEGATRON_NORMS else spec
+        if spec.__name__ in _MEGATRON_NORMS:
+            return RMSNorm
+        return PackedSequenceAttention if spec is DotProductAttention else spec
     if isinstance(spec, list):
-        return [_with_rms_norm(item) for item in spec]
+        return [_with_our_modules(item) for item in spec]
     if dataclasses.is_dataclass(spec):
-        fields = {f.name: _with_rms_norm(getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.init}
+        fields = {
+            f.name: _with_our_modules(getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.init
+        }
         return dataclasses.replace(spec, **fields)
     return spec
 
@@ -179,7 +190,7 @@ def build_gpt_model(hf: dict[str, Any], config: MegatronBackendConfig) -> GPTMod
     patch_megatron_without_transformer_engine()
     shape = ModelShape.from_hf(hf)
     tf_config = transformer_config(hf, config)
-    spec = _with_rms_norm(
+    spec = _with_our_modules(
         get_gpt_decoder_block_spec(tf_config, use_transformer_engine=False, normalization="RMSNorm")
     )
     return GPTModel(
