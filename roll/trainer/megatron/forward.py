@@ -56,22 +56,52 @@ def packed_inputs(batch: PackedBatch, length: int, device: torch.device) -> Pack
     )
 
 
+# Padded vocabulary columns (zero rows of the output layer) must not take probability mass.
+_MASKED_LOGIT = -1e30
+
+
 def token_logprobs(
     logits: torch.Tensor, batch: PackedBatch, vocab_size: int, with_entropy: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logprobs [T] (and entropies [T]) of the batch's generated tokens from logits [1, L, V_padded]; 0 off
-    the loss mask. Padded vocabulary columns are dropped."""
+    """Logprobs [T] (and entropies [T]) of the batch's generated tokens, 0 off the loss mask, from this
+    tensor parallel rank's vocabulary slice of the logits [1, L, V_padded / TP]: megatron-core's
+    vocab-parallel cross entropy, so no rank holds [tokens, vocabulary] logits whole."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
+
     tokens = batch.num_tokens
     target = batch.loss_mask.to(logits.device)
     predictors = torch.zeros_like(target)
     predictors[:-1] = target[1:]
-    rows = logits[0, :tokens][predictors, :vocab_size].float()
-    logp = torch.log_softmax(rows, dim=-1)
-    ids = batch.input_ids.to(logits.device)
-    chosen = logp.gather(-1, ids[target][:, None])[:, 0]
+    rows = logits[0, :tokens][predictors].float()
+    width = rows.shape[-1]
+    first = ps.get_tensor_model_parallel_rank() * width
+    padding = torch.arange(first, first + width, device=rows.device) >= vocab_size
+    rows = rows.masked_fill(padding, _MASKED_LOGIT)
+    entropy = _vocab_parallel_entropy(rows.detach()) if with_entropy else None
+    ids = batch.input_ids.to(logits.device)[target]
+    # The cross entropy works in place on its input, so it runs after the entropy has read the rows.
+    chosen = -vocab_parallel_cross_entropy(rows[:, None], ids[:, None])[:, 0]
     out = torch.zeros(tokens, dtype=chosen.dtype, device=logits.device).masked_scatter(target, chosen)
-    if not with_entropy:
+    if entropy is None:
         return out, None
-    with torch.no_grad():
-        entropy = -(logp.exp() * logp).sum(-1)
     return out, torch.zeros(tokens, dtype=entropy.dtype, device=logits.device).masked_scatter(target, entropy)
+
+
+@torch.no_grad()
+def _vocab_parallel_entropy(rows: torch.Tensor) -> torch.Tensor:
+    """Entropy of softmax(rows) over the whole vocabulary, rows split over tensor parallel ranks:
+    H = log S - sum(e * x) / S with x = rows - max and e = exp(x), S = sum(e)."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    group = ps.get_tensor_model_parallel_group()
+    peak = rows.max(-1).values
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX, group=group)
+    shifted = rows - peak[:, None]
+    exp = shifted.exp()
+    total = exp.sum(-1)
+    weighted = (exp * shifted).sum(-1)
+    dist.all_reduce(total, group=group)
+    dist.all_reduce(weighted, group=group)
+    return total.log() - weighted / total

@@ -200,7 +200,7 @@ def build_gpt_model(hf: dict[str, Any], config: MegatronBackendConfig) -> GPTMod
         max_sequence_length=int(hf.get("max_position_embeddings", 4096)),
         pre_process=parallel_state.is_pipeline_first_stage(),
         post_process=parallel_state.is_pipeline_last_stage(),
-        parallel_output=False,
+        parallel_output=True,  # logits stay split by vocabulary; see forward.token_logprobs
         share_embeddings_and_output_weights=shape.tied_embeddings,
         position_embedding_type="rope",
         **rope_settings(hf),
