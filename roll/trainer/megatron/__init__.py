@@ -4,8 +4,9 @@
 - `mapping`: HF checkpoint <-> Megatron parameter names and layouts (whole tensors);
 - `sharding`: whole Megatron tensors <-> one rank's pieces under a tensor/pipeline/expert layout;
 - `model`: megatron-core TransformerConfig and GPTModel (local layer spec) from a HF config;
+- `attention`: per-sequence causal attention over packed rows (the spec's core attention);
 - `weights`: load a HF folder into this rank's shard, gather shards into HF-named buckets, write HF folders;
-- `forward`: packed micro-batches as model inputs, per-token logprobs from the logits;
-- `backend`: `MegatronBackend`, the `TrainBackend` (needs CUDA);
+- `forward`: packed micro-batches as model inputs (THD), per-token logprobs from vocab-parallel logits;
+- `backend`: `MegatronBackend`, the `TrainBackend` (needs CUDA; every method is collective over ranks);
 - `gpu_check`: `run_checks()` for scripts/gpu_check.sh.
 """
