@@ -48,6 +48,7 @@ def test_defaults_and_overrides_load() -> None:
         ("dtype=float16", "dtype: Input should be 'bfloat16' or 'float32'"),
         ("pipeline_parallel=2", "pipeline_parallel: unknown key (allowed keys: activation_recompute,"),
         ("sequence_parallel=true", "sequence_parallel needs tensor_parallel_size > 1"),
+        ("context_parallel_size=2", "context_parallel_size must be 1: context parallelism needs Transformer"),
     ],
 )
 def test_bad_values_name_the_key(override: str, message: str) -> None:

@@ -77,11 +77,6 @@ def initialize_parallel(config: MegatronBackendConfig) -> None:
     from megatron.core import parallel_state as ps
     from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
 
-    if config.context_parallel_size > 1:
-        raise ValueError(
-            "trainer.context_parallel_size > 1 needs Transformer Engine attention, and this backend builds "
-            "megatron-core's local layer spec; set trainer.context_parallel_size: 1"
-        )
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(
             tensor_model_parallel_size=config.tensor_parallel_size,

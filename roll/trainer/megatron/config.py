@@ -31,7 +31,12 @@ class MegatronBackendConfig(StrictConfig):
     expert_tensor_parallel_size: int = Field(
         1, ge=1, description="Tensor parallel ranks inside each expert (MoE models only)."
     )
-    context_parallel_size: int = Field(1, ge=1, description="Context parallel ranks (sequence split).")
+    context_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="Context parallel ranks (sequence split); only 1 for now: splitting sequences over ranks "
+        "needs Transformer Engine's attention, which this backend does not use.",
+    )
     sequence_parallel: bool = Field(
         False, description="Split norms and dropout along the sequence across tensor parallel ranks."
     )
@@ -60,6 +65,11 @@ class MegatronBackendConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _parallel_layout(self) -> MegatronBackendConfig:
+        if self.context_parallel_size > 1:
+            raise ValueError(
+                "context_parallel_size must be 1: context parallelism needs Transformer Engine attention, "
+                "which this backend does not use; use tensor/expert/pipeline parallelism for long contexts"
+            )
         if self.sequence_parallel and self.tensor_parallel_size == 1:
             raise ValueError(
                 "sequence_parallel needs tensor_parallel_size > 1; set sequence_parallel: false "
