@@ -202,3 +202,21 @@ def test_dense_models_match_transformers(kind: str, megatron_world: None, tmp_pa
     for name, value in reference.state_dict().items():
         assert torch.equal(state.get(name, value), value), name
     assert ("lm_head.weight" in state) == (kind == "qwen2-bias")
+
+
+@pytest.mark.parametrize("dp_size", [1, 2, 3])
+def test_micro_batches_dealt_to_replicas_reassemble_the_batch(dp_size: int) -> None:
+    """Round-robin dealing with idle passes, one padded length per replica, and reassembly of the values."""
+    from roll.trainer.megatron.backend import assemble_token_values, deal_micro_batches
+
+    batch = sample_batch()  # four trajectories of 9, 10, 11 and 16 tokens: four micro-batches of <= 12
+    budget = 12
+    replicas = {}
+    for rank in range(dp_size):
+        micro_batches, length = deal_micro_batches(batch, budget, rank, dp_size, length_multiple=4)
+        assert len(micro_batches) == -(-4 // dp_size) and length % 4 == 0
+        assert all(micro.num_tokens <= length for micro, _ in micro_batches)
+        real = [micro for micro, is_real in micro_batches if is_real]
+        assert all(micro.num_tokens <= budget or micro.num_trajectories == 1 for micro in real)
+        replicas[rank] = [micro.input_ids.float() for micro in real]
+    assert torch.equal(assemble_token_values(batch, budget, dp_size, replicas), batch.input_ids.float())

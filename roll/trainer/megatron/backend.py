@@ -159,17 +159,13 @@ class MegatronBackend:
         )
 
     def _my_micro_batches(self, batch: PackedBatch) -> tuple[list[tuple[PackedBatch, bool]], int]:
-        """This replica's micro-batches as (batch, real); unreal ones are idle passes over the first
-        trajectory that keep replicas in step. Also their common padded length (a multiple of the tensor
-        parallel size, for sequence parallelism; the pipeline schedule needs one length)."""
-        if batch.num_trajectories == 0:
-            raise ValueError("the batch holds no trajectory; pass at least one")
-        plan = plan_micro_batches(batch, self.config.micro_batch_tokens)
-        rounds = -(-len(plan) // self._dp_size)
-        mine = [(batch.slice_trajectories(s, e), True) for s, e in plan[self._dp_rank :: self._dp_size]]
-        mine += [(batch.slice_trajectories(0, 1), False)] * (rounds - len(mine))
-        longest = max(micro.num_tokens for micro, _ in mine)
-        return mine, padded_length(longest, self.config.tensor_parallel_size)
+        return deal_micro_batches(
+            batch,
+            self.config.micro_batch_tokens,
+            self._dp_rank,
+            self._dp_size,
+            self.config.tensor_parallel_size,
+        )
 
     def _schedule(
         self, micro_batches: list[tuple[PackedBatch, bool]], length: int, forward_only: bool, on_logits: Any
@@ -200,29 +196,22 @@ class MegatronBackend:
         """Per-token logprobs [T] under the current weights (0 off the loss mask), on every rank."""
         self.model.eval()
         micro_batches, length = self._my_micro_batches(batch)
-        results: list[tuple[int, torch.Tensor]] = []
+        results: list[torch.Tensor] = []
 
         def on_logits(micro: PackedBatch, real: bool, logits: torch.Tensor):
             if real:
                 values, _ = token_logprobs(logits, micro, self.shape.vocab_size, False)
-                results.append((micro.num_tokens, values.cpu()))
+                results.append(values.cpu())
             return logits.new_zeros(()), {}
 
         self._schedule(micro_batches, length, True, on_logits)
         return self._assemble(batch, results)
 
-    def _assemble(self, batch: PackedBatch, results: list[tuple[int, torch.Tensor]]) -> torch.Tensor:
-        """The whole batch's [T] values from every replica's micro-batch results (dealt round-robin)."""
-        plan = plan_micro_batches(batch, self.config.micro_batch_tokens)
-        offsets = torch.cat([torch.zeros(1, dtype=torch.long), batch.trajectory_token_counts().cumsum(0)])
+    def _assemble(self, batch: PackedBatch, results: list[torch.Tensor]) -> torch.Tensor:
+        """The whole batch's values on every rank, from the replicas' reporting ranks."""
         reported = gather_objects((self._reports, self._dp_rank, results))
-        out = torch.zeros(batch.num_tokens)
-        for reports, dp_rank, values in reported:
-            if not reports:
-                continue
-            for (start, end), (_, tensor) in zip(plan[dp_rank :: self._dp_size], values, strict=True):
-                out[int(offsets[start]) : int(offsets[end])] = tensor
-        return out
+        replicas = {dp_rank: values for reports, dp_rank, values in reported if reports}
+        return assemble_token_values(batch, self.config.micro_batch_tokens, self._dp_size, replicas)
 
     def train_step(self, batch: PackedBatch, loss: Loss) -> dict[str, float]:
         """One optimizer step on the whole batch (pi_old = `batch.old_logprobs` or the current logprobs)."""
@@ -365,6 +354,37 @@ class MegatronBackend:
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
         self.step, self.version = int(meta["step"]), int(meta["version"])
+
+
+def deal_micro_batches(
+    batch: PackedBatch, token_budget: int, dp_rank: int, dp_size: int, length_multiple: int
+) -> tuple[list[tuple[PackedBatch, bool]], int]:
+    """Data parallel rank `dp_rank`'s micro-batches as (batch, real), dealt round-robin; unreal ones are idle
+    passes over the first trajectory so every replica runs as many. Also their common padded length (a
+    multiple of `length_multiple`, the tensor parallel size, for sequence parallelism; the pipeline schedule
+    needs one length for all micro-batches)."""
+    if batch.num_trajectories == 0:
+        raise ValueError("the batch holds no trajectory; pass at least one")
+    plan = plan_micro_batches(batch, token_budget)
+    rounds = -(-len(plan) // dp_size)
+    mine = [(batch.slice_trajectories(start, end), True) for start, end in plan[dp_rank::dp_size]]
+    mine += [(batch.slice_trajectories(0, 1), False)] * (rounds - len(mine))
+    longest = max(micro.num_tokens for micro, _ in mine)
+    return mine, padded_length(longest, length_multiple)
+
+
+def assemble_token_values(
+    batch: PackedBatch, token_budget: int, dp_size: int, replicas: dict[int, list[torch.Tensor]]
+) -> torch.Tensor:
+    """The whole batch's [T] values from each data parallel replica's per-micro-batch values (in the order
+    `deal_micro_batches` dealt them)."""
+    plan = plan_micro_batches(batch, token_budget)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), batch.trajectory_token_counts().cumsum(0)])
+    out = torch.zeros(batch.num_tokens)
+    for dp_rank, values in replicas.items():
+        for (start, end), tensor in zip(plan[dp_rank::dp_size], values, strict=True):
+            out[int(offsets[start]) : int(offsets[end])] = tensor
+    return out
 
 
 def _on_device(batch: PackedBatch, device: torch.device) -> PackedBatch:
