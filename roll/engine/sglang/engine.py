@@ -229,6 +229,11 @@ class SGLangEngine:
             if isinstance(weights, Path):
                 await runtime.update_from_disk(self._engine, weights)
             else:
+                # Trainers hand out transformers' in-memory names, where MoE experts are fused; SGLang's
+                # loader takes the per-expert checkpoint names.
+                from roll.trainer.megatron.mapping import to_checkpoint_layout
+
+                weights = to_checkpoint_layout(weights)
                 sizes = [(name, t.numel() * t.element_size()) for name, t in weights.items()]
                 buckets = buckets_by_bytes(sizes, self.config.weight_update_bucket_bytes)
                 for number, names in enumerate(buckets):
