@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from roll.config import StrictConfig
 
@@ -16,7 +16,15 @@ class GEMEnvConfig(StrictConfig):
     env_id: str = Field(
         "game:GuessTheNumber-v0-easy", description="A gem-llm env id, e.g. game:Sudoku-v0-easy."
     )
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of gem.make.")
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of gem.make (or of rock.make)."
+    )
+    rock_url: str | None = Field(
+        None,
+        description="Play the env on ROCK's env service at this URL (rock.make: each episode in its own "
+        "sandbox), e.g. `rock admin serve`'s. Needed for terminal:<task dir> ids (bash actions, reward 1 "
+        "when the task's tests pass after the action `finish`). None: gem.make in the rollout worker.",
+    )
     system_prompt: str | None = Field(None, description="System message before the first observation.")
     max_turns: int = Field(8, ge=1, description="Episode limit: LLM calls per episode.")
     max_context_tokens: int = Field(2048, ge=16, description="Episode limit: the chat's length in tokens.")
@@ -31,6 +39,15 @@ class GEMEnvConfig(StrictConfig):
     latency_s: float = Field(
         0.0, ge=0.0, description="Extra seconds every env step sleeps (to model a remote env; benchmarks)."
     )
+
+    @model_validator(mode="after")
+    def _terminal_needs_rock(self) -> GEMEnvConfig:
+        if self.env_id.startswith("terminal:") and self.rock_url is None:
+            raise ValueError(
+                f"env_id {self.env_id!r} is a terminal task, which runs in a ROCK sandbox: set env.rock_url "
+                "to a ROCK env service (e.g. http://127.0.0.1:8080 from `rock admin serve`)"
+            )
+        return self
 
 
 class SamplingConfig(StrictConfig):

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
+def _close(env: Any) -> None:
+    """Release what an env holds (a ROCK env's sandbox); local GEM envs need nothing."""
+    close = getattr(env, "close", None)
+    if close is not None:
+        close()
+
+
 class LatencyEnv:
     """A GEM env whose every step first sleeps `latency_s` (a remote env's round trip)."""
 
@@ -39,6 +46,9 @@ class LatencyEnv:
         time.sleep(self.latency_s)
         return self.env.step(action)
 
+    def close(self) -> None:
+        _close(self.env)
+
 
 class GEMEnvManager:
     def __init__(self, config: GEMEnvConfig, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -49,19 +59,35 @@ class GEMEnvManager:
         # GEM seeds Python's and numpy's global generators in reset(): resets must not interleave.
         self._reset_lock = threading.Lock()
 
-    def _make_and_reset(self, seed: int) -> tuple[Any, str]:
-        import gem
+    def _make(self) -> Any:
+        cfg = self.config
+        if cfg.rock_url is not None:
+            from rock.envs import make as rock_make
 
+            maker, make = "rock.make", lambda: rock_make(cfg.env_id, url=cfg.rock_url, **cfg.env_kwargs)
+        else:
+            import gem
+
+            maker, make = "gem.make", lambda: gem.make(cfg.env_id, **cfg.env_kwargs)
         try:
-            env = gem.make(self.config.env_id, **self.config.env_kwargs)
+            env = make()
         except Exception as error:
             raise EpisodeError(
-                f"gem.make({self.config.env_id!r}) failed: {error}; check env.env_id and env.env_kwargs"
+                f"{maker}({cfg.env_id!r}) failed: {error}; check env.env_id, env.env_kwargs and env.rock_url"
             ) from error
-        if self.config.latency_s:
-            env = LatencyEnv(env, self.config.latency_s)
-        with self._reset_lock:
-            observation, _ = env.reset(seed=seed)
+        return LatencyEnv(env, cfg.latency_s) if cfg.latency_s else env
+
+    def _make_and_reset(self, seed: int) -> tuple[Any, str]:
+        env = self._make()
+        try:
+            if self.config.rock_url is not None:  # a sandbox of its own: nothing global to protect
+                observation, _ = env.reset(seed=seed)
+            else:
+                with self._reset_lock:
+                    observation, _ = env.reset(seed=seed)
+        except BaseException:
+            _close(env)
+            raise
         return env, str(observation)
 
     def _params(self, sampling: SamplingConfig, seed: int, context_len: int) -> SamplingParams:
@@ -79,10 +105,25 @@ class GEMEnvManager:
         self, task: EpisodeTask, generate: Generate, sampling: SamplingConfig
     ) -> Trajectory:
         """Play one episode to its end or its limits; the trajectory's metadata holds its statistics."""
-        cfg = self.config
         started = time.perf_counter()
         env, observation = await asyncio.to_thread(self._make_and_reset, task.seed)
         env_s = time.perf_counter() - started
+        try:
+            return await self._play(task, generate, sampling, env, observation, started, env_s)
+        finally:
+            await asyncio.to_thread(_close, env)
+
+    async def _play(
+        self,
+        task: EpisodeTask,
+        generate: Generate,
+        sampling: SamplingConfig,
+        env: Any,
+        observation: str,
+        started: float,
+        env_s: float,
+    ) -> Trajectory:
+        cfg = self.config
         messages = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
         context = ChatContext(self.tokenizer, [*messages, {"role": "user", "content": observation}])
         chunks: list[Chunk] = []

@@ -4,6 +4,8 @@ double for the LLM's choices) and against the real torch engine."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,7 +14,7 @@ from roll.engine.types import Completion, GenerateResult, SamplingParams
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import GEMEnvManager
-from roll.types import pack_trajectories
+from roll.types import Trajectory, pack_trajectories
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -133,3 +135,71 @@ async def test_real_engine_episode_records_engine_tokens_and_logprobs(tiny_moe: 
     assert [c.output_ids for c in other.chunks] != [
         c.output_ids for c in first.chunks
     ]  # group members differ
+
+
+@pytest.fixture(scope="module")
+def rock_envs_url() -> Iterator[str]:
+    """ROCK's env service on loopback over a local fleet of root sandboxes (terminal tasks want root)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from rock.envs.routes import create_app
+    from rock.images import ensure_base_images
+    from rock.testing import free_port
+    from rome.bench.fleet import LocalFleet
+
+    ensure_base_images()
+    port = free_port()
+    with LocalFleet(slots=2) as fleet:
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(fleet.url), host="127.0.0.1", port=port, log_level="warning")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not server.started:
+                assert thread.is_alive() and time.monotonic() < deadline, "the env service did not start"
+                time.sleep(0.05)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=60)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_terminal_task_through_rock_is_played_with_bash_actions(
+    tiny_moe: LoadedModel, rock_envs_url: str
+) -> None:
+    """`terminal:<task dir>` through rock.make: the scripted LLM double solves a real suite task in bash,
+    then says `finish`; the task's own tests grade it. Without the solution the same episode fails."""
+    from roll.engine.types import GenerateRequest
+    from roll.rollout.agentic.scripted_engine import ScriptedEngine
+
+    task = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro" / "trapezoid-integral"
+    solution = (task / "solution" / "solve.sh").read_text()
+    env = GEMEnvConfig(
+        env_id=f"terminal:{task}", rock_url=rock_envs_url, env_kwargs={"max_steps": 4}, max_turns=4
+    )
+    manager = GEMEnvManager(env, tiny_moe.tokenizer)
+
+    async def play(replies: list[str]) -> Trajectory:
+        engine = ScriptedEngine(tiny_moe.tokenizer, replies)
+
+        async def generate(prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+            request = GenerateRequest(request_id="r", prompt_token_ids=prompt_ids, params=params)
+            return await engine.generate(request)
+
+        return await manager.run_episode(EpisodeTask("g0", 0), generate, SamplingConfig(max_new_tokens=512))
+
+    solved = await play([solution, "finish"])
+    assert (solved.reward, solved.metadata["success"], solved.metadata["turns"]) == (1.0, True, 2)
+    bash_output = tiny_moe.tokenizer.decode(solved.chunks[1].context_ids[-40:])
+    assert "Exit code: 0" in bash_output
+    unsolved = await play(["ls /app", "finish"])
+    assert (unsolved.reward, unsolved.metadata["success"]) == (0.0, False)
+    with pytest.raises(ValueError, match=r"set env\.rock_url"):
+        GEMEnvConfig(env_id=f"terminal:{task}")
