@@ -172,6 +172,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
         {
             "round": 0,
             "trajectories": 2,
+            "trained_trajectories": 1,
             "imitation_trajectories": 0,
             "loss": 0.5,
             "trainer_version": 2,
@@ -180,6 +181,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
         {
             "round": 1,
             "trajectories": 3,
+            "trained_trajectories": 1,
             "imitation_trajectories": 1,
             "loss": 0.7,
             "expert_nll_before": 2.5,
@@ -198,7 +200,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
     ]
     assert ["t", "0", "0.00", "0.00"] in rows and ["", "1", "0.00", "0.50"] in rows
     assert "k=2: 1/1, k=1: 0/1" in text and "k=1: 0/1, k=0: 0/1 *" in text
-    assert "2.500 -> 1.250" in text and "4/4" in text
+    assert "2.500 -> 1.250" in text and "4/4" in text and "1/3" in text
 
 
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):

@@ -116,8 +116,10 @@ def test_resampled_rounds_train_policy_chunks_by_rl_and_expert_chunks_by_imitati
         summary = trainer.train(first_round)
         batch = trainer.last_batch
         assert batch is not None
-        # Only what the policy generated is trained; the replayed expert prefix is context.
-        outputs = [t for traj in first_round for chunk in traj.chunks for t in chunk.output_ids]
+        # The failure has return 0 everywhere (no baseline): no gradient, so it is not packed. Of the
+        # success, only what the policy generated is trained; the replayed expert prefix is context.
+        assert summary["trained_trajectories"] == 1
+        outputs = [t for chunk in prefilled.chunks for t in chunk.output_ids]
         assert batch.input_ids[batch.loss_mask].tolist() == outputs
         assert summary["expert_tokens"] == 0 and summary["policy_tokens"] == len(outputs)
         assert "expert_nll_before" not in summary
@@ -161,8 +163,8 @@ def test_resampled_rounds_train_policy_chunks_by_rl_and_expert_chunks_by_imitati
         assert (
             summary["expert_nll_after"] < summary["expert_nll_before"]
         )  # imitation made the expert likelier
-        assert summary["imitation_trajectories"] == 1 and summary["expert_tokens"] == len(
-            expert_chunk.output_ids
-        )
+        assert summary["trained_trajectories"] == summary["imitation_trajectories"] == 1 and summary[
+            "expert_tokens"
+        ] == len(expert_chunk.output_ids)
         engine.update_weights(*trainer.weights())
         assert engine.health()["weight_version"] == 4 == trainer.backend.version

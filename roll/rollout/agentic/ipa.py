@@ -200,7 +200,8 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
                 else ""
             )
             console.print(
-                f"round {round_index}: {summary['trajectories']} trajectories "
+                f"round {round_index}: {summary['trained_trajectories']} of {summary['trajectories']} "
+                "trajectories trained "
                 f"({summary['imitation_trajectories']} imitation), loss {summary['loss']:.4f}{nll}, "
                 f"trainer version {summary['trainer_version']}, engine version {summary['engine_version']}"
             )

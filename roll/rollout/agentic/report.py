@@ -52,7 +52,7 @@ def render_tables(report: dict[str, Any]) -> list[Any]:
         training = Table(title="training rounds (IPA loss; expert NLL: imitation tokens before -> after)")
         for column in (
             "round",
-            "trajectories",
+            "trained/trajectories",
             "imitation",
             "loss",
             "expert NLL",
@@ -65,7 +65,7 @@ def render_tables(report: dict[str, Any]) -> list[Any]:
                 nll = f"{entry['expert_nll_before']:.3f} -> {entry['expert_nll_after']:.3f}"
             training.add_row(
                 str(entry["round"]),
-                str(entry["trajectories"]),
+                f"{entry['trained_trajectories']}/{entry['trajectories']}",
                 str(entry["imitation_trajectories"]),
                 f"{entry['loss']:.4f}",
                 nll,

@@ -1,6 +1,13 @@
 """One round's train step for agent-native IPA: the round's trajectories packed into one batch, the IPA loss
 (`roll.algo.losses.build_loss`), `steps_per_round` optimizer steps on the torch train backend, and the
-weights (with their version) for the serving engine."""
+weights (with their version) for the serving engine.
+
+Trajectories whose every chunk has return 0 (reward minus the baseline, if any, is 0: a failure without a
+group baseline) get no gradient from the IPA loss, so they are left out of the batch: on this machine a
+forward and backward pass over an agent context of ~2.5k tokens is the round's main cost. (Their tokens
+would only have counted in the loss's token-mean normaliser.) Activation checkpointing keeps the memory of
+those long contexts low.
+"""
 
 from __future__ import annotations
 
@@ -30,9 +37,11 @@ class RoundTrainer:
                 model=config.model,
                 micro_batch_tokens=train.micro_batch_tokens,
                 optimizer=train.optimizer,
+                activation_checkpointing=True,
                 seed=train.seed,
             )
         )
+        self.loss_config = train.loss
         self.loss = build_loss(train.loss)
         self.steps = train.steps_per_round
         self.last_batch: PackedBatch | None = None
@@ -41,12 +50,22 @@ class RoundTrainer:
         """`steps` IPA steps on the batch of `trajectories`; pi_old is fixed at the round's first step."""
         from roll.types import pack_trajectories
 
+        trained = with_gradient(trajectories, self.loss_config.group_baseline)
         if not trajectories:
             raise ValueError(
                 "the round produced no trajectory (no episode reached the model): check the episodes' "
                 "failure modes above (sandbox, image build or agent errors)"
             )
-        batch = pack_trajectories(trajectories)
+        if not trained:
+            return {
+                "trajectories": len(trajectories),
+                "trained_trajectories": 0,
+                "imitation_trajectories": 0,
+                "loss": 0.0,
+                "steps": [],
+                "trainer_version": self.backend.version,
+            }
+        batch = pack_trajectories(trained)
         expert_tokens = batch.loss_mask & batch.chunk_expert[batch.chunk_index.clamp(min=0)]
         imitating = bool(expert_tokens.any())
         if self.steps > 1 or imitating:
@@ -63,7 +82,8 @@ class RoundTrainer:
         return {
             **summary,
             "trajectories": len(trajectories),
-            "imitation_trajectories": sum(bool(t.metadata.get("imitation")) for t in trajectories),
+            "trained_trajectories": len(trained),
+            "imitation_trajectories": sum(bool(t.metadata.get("imitation")) for t in trained),
             "policy_tokens": int((batch.loss_mask & ~expert_tokens).sum()),
             "expert_tokens": int(expert_tokens.sum()),
             "loss": steps[0]["loss"],
@@ -75,3 +95,17 @@ class RoundTrainer:
         """The current weights for the engine and their version."""
         weights = self.backend.state_dict_for_inference()
         return weights.state_dict, weights.version
+
+
+def with_gradient(trajectories: list[Trajectory], group_baseline: bool) -> list[Trajectory]:
+    """The trajectories the IPA loss trains: expert (imitation) ones, and those whose return is not 0."""
+    groups: dict[str, list[float]] = {}
+    for trajectory in trajectories:
+        groups.setdefault(trajectory.group_id, []).append(trajectory.reward)
+    kept = []
+    for trajectory in trajectories:
+        rewards = groups[trajectory.group_id]
+        baseline = sum(rewards) / len(rewards) if group_baseline else 0.0
+        if any(chunk.expert for chunk in trajectory.chunks) or trajectory.reward != baseline:
+            kept.append(trajectory)
+    return kept
