@@ -16,7 +16,7 @@ the SmolLM2-135M variant (`--model builtin:smollm2-135m-instruct`, ~4 GB for tra
 engine) was killed by Ray's memory monitor when other jobs held most of the memory.
 
     python benchmarks/async_rl.py                 # tiny model, 5 steps per run, a few minutes
-    python benchmarks/async_rl.py --model builtin:smollm2-135m-instruct --steps 4 --env-latency 1.0
+    python benchmarks/async_rl.py --model builtin:smollm2-135m-instruct --steps 4 --max-new-tokens 16
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def main() -> None:
     )
     parser.add_argument("--model", default="builtin:tiny-qwen3-moe")
     parser.add_argument("--steps", type=int, default=5, help="Train steps per run (the first is warm-up).")
-    parser.add_argument("--env-latency", type=float, default=0.5, help="Seconds each env step sleeps.")
+    parser.add_argument("--env-latency", type=float, default=1.0, help="Seconds each env step sleeps.")
+    parser.add_argument("--max-new-tokens", type=int, default=4, help="Most tokens per LLM call.")
+    parser.add_argument("--groups", type=int, default=4, help="Groups of 4 episodes per train step.")
     parser.add_argument(
         "--multiplex", action="store_true", help="Also run async with 2 engines, multiplexed."
     )
@@ -80,7 +82,9 @@ def main() -> None:
         "eval.episodes=0",
         "warm_start=null",
         "save_every=0",
-        "rollout.groups_per_step=2",
+        f"rollout.groups_per_step={args.groups}",
+        f"rollout.episodes_in_flight={8 * args.groups}",  # two batches: as many as async ratio 1 starts
+        f"rollout.sampling.max_new_tokens={args.max_new_tokens}",
     ]
     runs = {"sync": ["async_ratio=0"], "async": ["async_ratio=1"]}
     if args.multiplex:
@@ -97,7 +101,10 @@ def main() -> None:
     sync, fast = results["sync"], results["async"]
     bound = (sync["rollout_s"] + sync["train_s"]) / max(sync["rollout_s"], sync["train_s"])
     ratio = fast["samples_per_s"] / sync["samples_per_s"]
-    table = Table(title=f"async RL, {args.model}, env latency {args.env_latency}s/step")
+    table = Table(
+        title=f"async RL, {args.model}, env latency {args.env_latency}s/step, "
+        f"{4 * args.groups} episodes/step, <= {args.max_new_tokens} tokens per call"
+    )
     columns = ("run", "samples/s", "gen/env s per episode", "rollout wait s/step", "train+sync s/step")
     for column in (*columns, "step s", "staleness"):
         table.add_column(column, justify="right")
