@@ -1,10 +1,10 @@
 """Throughput of the torch engine on an agentic request mix, against transformers `generate`.
 
-16 chat requests arrive at once, shaped like an agent's traffic: every one starts with the same system prompt
-and tool descriptions; some are fresh questions, some carry several turns of tool calls and results, some
-paste a long file. Output lengths are mixed (32 to 256 tokens: a bare tool call, or reasoning and a tool
-call). All three contenders decode greedily and produce exactly the requested number of tokens per request
-(eos ignored, as an ordinary token), so they do the same useful work:
+16 chat requests arrive at once, as an agentic rollout sends them (see agentic_mix.py): real iFlow requests,
+each carrying iFlow's system prompt and tool schemas (~2,000 tokens), 4 tasks x 4 rollouts, each rollout at
+its own turn with its own tool calls and results. Output lengths are mixed (32 to 256 tokens: a bare tool
+call, or reasoning and a tool call). All three contenders decode greedily and produce exactly the requested
+number of tokens per request (eos ignored, as an ordinary token), so they do the same useful work:
 
 - engine: all 16 submitted to `TorchEngine` concurrently (continuous batching, chunked prefill, prefix reuse);
 - sequential: transformers `generate`, one request after the other;
@@ -31,92 +31,18 @@ import argparse
 import asyncio
 import gc
 import json
-import random
 import statistics
 import time
 from dataclasses import dataclass
 
 import torch
+from agentic_mix import agentic_mix
 from transformers.generation.streamers import BaseStreamer
 
 from roll.engine.reference import batched_generate
 from roll.engine.torch_engine import TorchEngine, TorchEngineConfig
 from roll.engine.types import GenerateRequest, SamplingParams
 from roll.models import LoadedModel, load_model
-
-SYSTEM = (
-    "You are a coding agent working in a Linux sandbox. Think step by step, then call exactly one tool per "
-    "turn. Tools:\n"
-    "- bash(command: str): run a shell command in /workspace and return stdout, stderr and the exit code.\n"
-    "- read_file(path: str, start: int, end: int): return the numbered lines of a file.\n"
-    "- write_file(path: str, content: str): create or overwrite a file.\n"
-    "- edit_file(path: str, old: str, new: str): replace one exact occurrence of `old` with `new`.\n"
-    "- search(pattern: str, path: str): grep a regular expression recursively.\n"
-    "- submit(): finish the task.\n"
-    'Reply with <tool_call>{"name": ..., "arguments": {...}}</tool_call>. Keep answers short; never invent '
-    "file contents; run the tests before you submit."
-)
-
-QUESTIONS = [
-    "Fix the failing test in tests/test_parser.py.",
-    "Why does `make build` fail with 'undefined reference to main'?",
-    "Add a --verbose flag to the CLI in app/cli.py.",
-    "Rename the function load_cfg to load_config everywhere.",
-    "The server returns 500 on empty input; make it return 400.",
-    "Write a unit test for utils.slugify.",
-]
-
-CODE = (
-    "def parse(tokens):\n    stack = []\n    for token in tokens:\n        if token == '(':\n"
-    "            stack.append([])\n        elif token == ')':\n            done = stack.pop()\n"
-    "            if not stack:\n                return done\n            stack[-1].append(done)\n"
-    "        else:\n            stack[-1].append(atom(token))\n    raise SyntaxError('unbalanced')\n\n"
-)
-
-
-def _conversation(rng: random.Random, kind: str) -> list[dict[str, str]]:
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": rng.choice(QUESTIONS)}]
-    if kind == "turns":
-        for step in range(rng.randint(2, 4)):
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": f'<tool_call>{{"name": "bash", "arguments": {{"command": '
-                    f'"pytest -x -q tests/ -k case{step}"}}}}</tool_call>',
-                }
-            )
-            lines = "\n".join(
-                f"tests/test_parser.py::test_case{step}_{i} PASSED" for i in range(rng.randint(4, 12))
-            )
-            messages.append({"role": "user", "content": f"<tool_response>{lines}\n1 failed</tool_response>"})
-    elif kind == "file":
-        messages.append(
-            {
-                "role": "assistant",
-                "content": '<tool_call>{"name": "read_file", "arguments": '
-                '{"path": "app/parser.py", "start": 1, "end": 400}}</tool_call>',
-            }
-        )
-        messages.append(
-            {"role": "user", "content": "<tool_response>" + CODE * rng.randint(6, 12) + "</tool_response>"}
-        )
-    return messages
-
-
-def agentic_mix(
-    loaded: LoadedModel, count: int, max_output: int, seed: int = 0
-) -> list[tuple[list[int], int]]:
-    """(prompt token ids, output length) per request; seeded, so every run sees the same mix."""
-    rng = random.Random(seed)
-    kinds = ["question", "turns", "file", "turns"]
-    outputs = [n for n in (32, 64, 96, 128, 192, 256) if n <= max_output]
-    mix = []
-    for index in range(count):
-        messages = _conversation(rng, kinds[index % len(kinds)])
-        ids = loaded.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = list(ids["input_ids"]) if isinstance(ids, dict) or hasattr(ids, "keys") else list(ids)
-        mix.append((ids, rng.choice(outputs)))
-    return mix
 
 
 @dataclass

@@ -92,3 +92,6 @@ class EngineStats(BaseModel):
     generated_tokens: int
     decode_steps: int
     kv_cache_bytes: int = Field(description="Bytes held by the KV cache of the running batch now.")
+    shared_prefix_tokens: int = Field(
+        0, description="Prompt tokens every running completion shares, held once in the KV cache now."
+    )

@@ -192,3 +192,33 @@ async def test_rows_leaving_and_longer_rows_joining_keep_every_sequence_exact(ti
         results = await asyncio.gather(*tasks)
     for prompt, length, result in zip(prompts, lengths, results, strict=True):
         assert result.completions[0].token_ids == greedy_generate(tiny_moe, prompt, length, ignore_eos=True)
+
+
+async def test_rows_sharing_a_prompt_prefix_decode_against_one_copy_and_stay_exact(
+    tiny_moe: LoadedModel,
+) -> None:
+    """Agent requests share a system prompt: the batch keeps it once, and shrinks it when a row differs."""
+    system = prompts_of_mixed_lengths(tiny_moe)[-1]
+    tails = [" Question one?", " And two?", " A third, longer question about the sea and the ships?"]
+    prompts = [system + tiny_moe.tokenizer(t, add_special_tokens=False)["input_ids"] for t in tails]
+    unrelated = prompts_of_mixed_lengths(tiny_moe)[1]
+    shared_seen = 0
+    async for engine in _started(tiny_moe, TorchEngineConfig(prefill_chunk_tokens=64, prefix_min_match=8)):
+        first = [
+            asyncio.create_task(
+                engine.generate(request(f"p{i}", p, temperature=0.0, max_new_tokens=24, ignore_eos=True))
+            )
+            for i, p in enumerate(prompts)
+        ]
+        while engine.stats().running < len(prompts):
+            await asyncio.sleep(0.002)
+        shared_seen = engine.stats().shared_prefix_tokens
+        late = await engine.generate(request("u", unrelated, temperature=0.0, max_new_tokens=6))
+        results = await asyncio.gather(*first)
+    assert shared_seen >= len(system) - 1
+    for prompt, result in zip(prompts, results, strict=True):
+        assert result.completions[0].token_ids == greedy_generate(tiny_moe, prompt, 24, ignore_eos=True)
+        reference = forward_logprobs(tiny_moe, prompt, result.completions[0].token_ids)
+        expected = reference.gather(1, torch.tensor(result.completions[0].token_ids).unsqueeze(1)).squeeze(1)
+        assert torch.allclose(torch.tensor(result.completions[0].logprobs), expected, atol=1e-4, rtol=0)
+    assert late.completions[0].token_ids == greedy_generate(tiny_moe, unrelated, 6)

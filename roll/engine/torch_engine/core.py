@@ -6,6 +6,7 @@ Only the worker thread touches this state; the asyncio side hands commands to `s
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from collections import deque
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from roll.engine.protocol import EngineError
+from roll.engine.torch_engine.attention import SHARED_PREFIX_KV, engine_attention_on
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.engine.torch_engine.detokenize import IncrementalDetokenizer
 from roll.engine.torch_engine.kv_cache import BatchKVCache
@@ -111,6 +113,10 @@ class EngineCore:
             head_dim,
             parameter.dtype,
             self.device,
+            # Decode attention to a shared prefix is full attention; a sliding window keeps every row whole.
+            min_shared=config.prefix_min_match
+            if getattr(text_config, "sliding_window", None) is None
+            else max_context + 1,
         )
         self.running: list[Sequence] = []
         self.waiting: deque[PrefillJob] = deque()
@@ -137,6 +143,7 @@ class EngineCore:
             generated_tokens=self.generated_tokens,
             decode_steps=self.decode_steps,
             kv_cache_bytes=self.batch.nbytes(),
+            shared_prefix_tokens=self.batch.shared_length,
         )
 
     def step(self, commands: list[Command]) -> StepOutput:
@@ -292,7 +299,7 @@ class EngineCore:
         kv = [(layer.keys, layer.values) for layer in job.cache.layers] if length else None
         if kv is not None and job.done > job.reused and self.config.prefix_cache_tokens:
             self.prefix_cache.insert(job.tokens, kv)
-        self.batch.add(kv, length, copies=len(job.sequences))
+        self.batch.add(kv, job.tokens, copies=len(job.sequences))
         self.running.extend(job.sequences)
 
     def _decode(self) -> list[TokenEvent]:
@@ -303,13 +310,16 @@ class EngineCore:
             attention_mask = torch.zeros(mask.shape, dtype=self.batch.dtype, device=self.device).masked_fill(
                 ~mask, torch.finfo(self.batch.dtype).min
             )
-        out = self.model(
-            input_ids=ids,
-            position_ids=positions,
-            attention_mask=attention_mask,
-            cache=self.batch.view(),
-            use_cache=True,
-        )
+        shared = self.batch.shared_kv()
+        with engine_attention_on(self.model) if shared else contextlib.nullcontext():
+            out = self.model(
+                input_ids=ids,
+                position_ids=positions,
+                attention_mask=attention_mask,
+                cache=self.batch.view(),
+                use_cache=True,
+                **({SHARED_PREFIX_KV: shared} if shared else {}),
+            )
         self.batch.finish_step()
         self.decode_steps += 1
         sampled = sample_tokens(
