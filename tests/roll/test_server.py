@@ -290,6 +290,21 @@ def test_bad_requests_get_openai_error_bodies(
         assert code_or_param in (body["code"], body["param"])
 
 
+def test_openai_bookkeeping_fields_are_accepted(tiny_moe_server: str) -> None:
+    response = client(tiny_moe_server).chat.completions.create(
+        model=TINY,
+        messages=CAPITAL,
+        max_completion_tokens=3,
+        store=False,
+        metadata={"run": "eval"},
+        service_tier="auto",
+        prompt_cache_key="agent-1",
+        safety_identifier="user-1",
+        user="user-1",
+    )
+    assert response.usage is not None and response.usage.completion_tokens <= 3
+
+
 def test_malformed_json_is_a_400(tiny_moe_server: str) -> None:
     response = httpx.post(
         f"{tiny_moe_server}/chat/completions",

@@ -68,6 +68,12 @@ class ChatCompletionRequest(SamplingFields):
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     response_format: dict[str, Any] | None = Field(None, description='Only {"type": "text"} is supported.')
+    # OpenAI's bookkeeping and routing fields: accepted, they change no tokens.
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ChatCompletionRequest:

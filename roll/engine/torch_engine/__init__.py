@@ -7,8 +7,11 @@ How a request flows (one worker thread does all model work; the asyncio side onl
   `prefill_chunk_tokens` prompt tokens (a long prompt is split over steps, so running decodes never wait for
   it), admits finished prefills to the running batch, then runs one decode step for every running completion.
   A prompt's last token is fed by the decode step, so prefill needs no logits at all.
-- `kv_cache.py`: the running batch's KV cache, left-padded rows in preallocated buffers with a per-row mask
-  and per-row position ids; rows join and leave at any step.
+- `kv_cache.py`: the running batch's KV cache: the prompt prefix all running rows share (a system prompt and
+  tool schemas), stored once, then left-padded rows in preallocated buffers with a per-row mask and per-row
+  position ids; rows join and leave at any step.
+- `attention.py`: decode attention that reads the shared prefix once for all rows (one matrix product), not
+  once per row.
 - `prefix_cache.py`: KV of recent prompts and finished conversations, reused by prompts that start alike.
 - `sampling.py`: greedy/temperature/top-k/top-p with one seeded generator per completion; reported logprobs
   are the raw model distribution's.
