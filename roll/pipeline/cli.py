@@ -25,9 +25,14 @@ def train(
     except ConfigError as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
+    from roll.pipeline.controller import WarmStartError
     from roll.pipeline.controller import train as run_training
 
-    run_training(parsed, console)
+    try:
+        run_training(parsed, console)
+    except WarmStartError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(1) from error
 
 
 def plot(

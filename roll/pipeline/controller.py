@@ -129,16 +129,32 @@ def evaluate(
 
 
 def warm_start(config: TrainConfig, console: Console) -> str:
-    """Run the SFT stage (unless its model is already exported) and return the model folder RL starts from."""
+    """Run the SFT stage (unless its model is already exported) and return the model folder RL starts from.
+
+    SFT runs as its own `roll sft` process: its model, gradients and optimizer state (several GB) are gone
+    when it ends, instead of staying in the driver for the whole RL run."""
+    import subprocess
+    import sys
+
     from roll.config import load_config
     from roll.sft.config import SFTConfig
 
     assert config.warm_start is not None
-    sft = load_config(SFTConfig, config.warm_start.sft_config, config.warm_start.overrides)
+    stage = config.warm_start
+    sft = load_config(SFTConfig, stage.sft_config, stage.overrides)
     model_dir = Path(sft.output_dir) / "model"
     if not (model_dir / "config.json").is_file():
-        from roll.sft.train import run_sft
-
-        console.print(f"Warm start: SFT with {config.warm_start.sft_config} into {sft.output_dir}")
-        run_sft(sft.model_copy(update={"export_model": True}), console)
+        console.print(f"Warm start: SFT with {stage.sft_config} into {sft.output_dir}")
+        command = [sys.executable, "-m", "roll.cli", "sft", str(stage.sft_config), *stage.overrides]
+        finished = subprocess.run([*command, "export_model=true"], check=False)
+        if finished.returncode != 0 or not (model_dir / "config.json").is_file():
+            raise WarmStartError(
+                f"the SFT warm start failed (exit code {finished.returncode}; its output is above): fix "
+                f"{stage.sft_config} or warm_start.overrides, or set warm_start: null to start RL from "
+                "trainer.model"
+            )
     return str(model_dir)
+
+
+class WarmStartError(RuntimeError):
+    """The SFT stage before RL did not produce its model; the message says what to do."""
