@@ -108,7 +108,12 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=2, help="long trajectories")
     parser.add_argument("--micro-batch-tokens", type=int, default=4096)
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps on one trajectory first")
-    parser.add_argument("--activation-checkpointing", action="store_true", help="in both modes")
+    parser.add_argument(
+        "--activation-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="in both modes (on by default: two models train side by side on a shared 24 GB machine)",
+    )
     args = parser.parse_args()
 
     vocab = load_model(args.model, device="cpu").tokenizer.vocab_size
@@ -152,6 +157,7 @@ def main() -> None:
                 "padded_micro_batches": padded_micro,
                 "micro_batch_tokens": args.micro_batch_tokens,
                 "steps": args.steps,
+                "activation_checkpointing": args.activation_checkpointing,
                 "packed_tokens_per_s": round(packed, 1),
                 "padded_tokens_per_s": round(padded, 1),
                 "ratio": round(ratio, 3),
