@@ -21,6 +21,13 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the schema; the message says which key and why."""
 
 
+def type_or_torch(value: Any) -> str:
+    """The variant a trainer or engine section asks for; a section without `type` is the torch one."""
+    if isinstance(value, dict):
+        return str(value.get("type", "torch"))
+    return str(getattr(value, "type", "torch"))
+
+
 class StrictConfig(BaseModel):
     """Base of every config model: unknown keys are errors."""
 

@@ -14,6 +14,8 @@ import pytest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIG_SCHEMAS = {
+    "rome/sft_*.yaml": "roll.sft.config:SFTConfig",
+    "rome/ipa_*.yaml": "roll.pipeline.config:TrainConfig",
     "sft*.yaml": "roll.sft.config:SFTConfig",
     "ipa_terminal.yaml": "roll.rollout.agentic.ipa:IPATerminalConfig",
     "ipa*.yaml": "roll.pipeline.config:TrainConfig",

@@ -7,26 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from roll.engine.types import EngineStats, GenerateRequest, GenerateResult
+from roll.trainer.select import build_backend
 
 if TYPE_CHECKING:
     import torch
 
     from roll.algo.config import LossConfig
     from roll.engine.protocol import InferenceEngine
-    from roll.pipeline.config import EngineConfig, TrainerConfig
-    from roll.trainer.protocol import TrainBackend
+    from roll.pipeline.config import EngineConfig
+    from roll.trainer.select import TrainerConfig
     from roll.types import Trajectory
-
-
-def build_backend(config: TrainerConfig) -> TrainBackend:
-    """The train backend `trainer.type` names; megatron-core is imported only when asked for."""
-    if config.type == "megatron":
-        from roll.trainer.megatron.backend import MegatronBackend
-
-        return MegatronBackend(config)
-    from roll.trainer.torch_backend import TorchBackend
-
-    return TorchBackend(config)
 
 
 def build_engine(model: str, config: EngineConfig, base_gpu_id: int) -> InferenceEngine:

@@ -3,40 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag
 
 from roll.algo.config import IPALossConfig, LossConfig
-from roll.config import StrictConfig
+from roll.config import StrictConfig, type_or_torch
 from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.trainer.config import TorchBackendConfig
-from roll.trainer.megatron.config import MegatronBackendConfig
-
-
-def _type_or_torch(value: Any) -> str:
-    """The variant a trainer or engine section asks for; a section without `type` is the torch one."""
-    if isinstance(value, dict):
-        return str(value.get("type", "torch"))
-    return str(getattr(value, "type", "torch"))
-
-
-TrainerConfig = Annotated[
-    Annotated[TorchBackendConfig, Tag("torch")] | Annotated[MegatronBackendConfig, Tag("megatron")],
-    Discriminator(
-        _type_or_torch,
-        custom_error_type="unknown_trainer",
-        custom_error_message="trainer.type must be 'torch' or 'megatron'",
-    ),
-]
-"""trainer.type: torch (CPU, one GPU or FSDP2) or megatron (megatron-core, needs CUDA and the gpu extra)."""
+from roll.trainer.select import TrainerConfig
 
 EngineConfig = Annotated[
     Annotated[TorchEngineConfig, Tag("torch")] | Annotated[SGLangEngineConfig, Tag("sglang")],
     Discriminator(
-        _type_or_torch,
+        type_or_torch,
         custom_error_type="unknown_engine",
         custom_error_message="engines.engine.type must be 'torch' or 'sglang'",
     ),

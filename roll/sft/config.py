@@ -9,6 +9,7 @@ from pydantic import Field
 from roll.algo.config import SFTLossConfig
 from roll.config import StrictConfig
 from roll.trainer.config import TorchBackendConfig
+from roll.trainer.select import TrainerConfig
 
 
 class SFTDataConfig(StrictConfig):
@@ -22,7 +23,7 @@ class SFTConfig(StrictConfig):
     """Error-masked SFT run: data, train backend, loss, schedule of steps, and where results go."""
 
     data: SFTDataConfig
-    trainer: TorchBackendConfig = Field(default_factory=TorchBackendConfig)
+    trainer: TrainerConfig = Field(default_factory=TorchBackendConfig)
     loss: SFTLossConfig = Field(default_factory=SFTLossConfig)
     batch_size: int = Field(8, ge=1, description="Conversations per optimizer step.")
     epochs: int = Field(1, ge=1)

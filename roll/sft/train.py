@@ -10,11 +10,14 @@ from typing import Any
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from transformers import AutoTokenizer
 
 from roll.algo.losses import build_loss
+from roll.models import resolve_model_path
 from roll.sft.config import SFTConfig
 from roll.sft.data import load_trajectories
-from roll.trainer.torch_backend import TorchBackend
+from roll.trainer.protocol import TrainBackend
+from roll.trainer.select import build_backend
 from roll.types import Trajectory, pack_trajectories
 
 LATEST = "latest"
@@ -33,7 +36,7 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return output_dir / "checkpoints" / marker.read_text().strip()
 
 
-def _save(backend: TorchBackend, output_dir: Path) -> Path:
+def _save(backend: TrainBackend, output_dir: Path) -> Path:
     name = f"step_{backend.step:06d}"
     folder = output_dir / "checkpoints" / name
     backend.save(folder)
@@ -57,11 +60,9 @@ def run_sft(config: SFTConfig, console: Console | None = None) -> dict[str, Any]
     """Train; returns the last step's metrics (with 'step'). Resumes from output_dir when asked."""
     console = console or Console(stderr=True)
     torch.manual_seed(config.seed)
-    backend = TorchBackend(config.trainer)
-    assert backend.tokenizer is not None
-    trajectories = _fit(
-        load_trajectories(config.data.path, backend.tokenizer), config.data.max_tokens, console
-    )
+    backend = build_backend(config.trainer)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(config.trainer.model))
+    trajectories = _fit(load_trajectories(config.data.path, tokenizer), config.data.max_tokens, console)
     steps_per_epoch = math.ceil(len(trajectories) / config.batch_size)
     total = steps_per_epoch * config.epochs
     if config.max_steps is not None:
