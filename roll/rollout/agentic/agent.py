@@ -64,7 +64,9 @@ class ResampledIflowAgent:
                 cwd=cwd, base_url=self.base_url, model=self.model, approval_mode=ApprovalMode.YOLO
             )
             settings = load_settings(cwd)
-            llm = LLMClient(llm_config(settings, options))
+            # One call may take as long as the episode: a shorter read timeout would retry it while the
+            # engine still works on the first request (on a loaded CPU one call can take minutes).
+            llm = LLMClient(llm_config(settings, options).model_copy(update={"timeout_s": timeout}))
             executor = RockExecutor(sandbox.rock, workdir=sandbox.workdir)
             config = AgentConfig(
                 approval_mode=ApprovalMode.YOLO,
