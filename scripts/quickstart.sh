@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Set-up, then the main job. Until `roll train` exists, that is the ROCK demo: a fleet, a few sandboxes
-# opened at once, commands run in them, a table of what they said, and a clean shutdown.
+# Set-up, then the main job: `roll train configs/ipa.yaml` (an SFT warm start on scripted expert games, then
+# IPA on GuessTheNumber with the builtin SmolLM2-135M-Instruct, all on this machine's CPU), ending with the
+# table of eval success for the base model, after SFT and after RL; then its curves as PNG under runs/ipa/.
+# Extra arguments are config overrides, e.g. `./scripts/quickstart.sh steps=4 eval.episodes=16`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-exec .venv/bin/python -m rock.demo "${1:-4}"
+.venv/bin/roll train configs/ipa.yaml "$@"
+.venv/bin/roll plot runs/ipa
