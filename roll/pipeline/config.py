@@ -59,11 +59,17 @@ class MultiplexConfig(StrictConfig):
 class ResourcesConfig(StrictConfig):
     """What each role declares to Ray, and its torch threads (None: Ray's default for the actor)."""
 
-    trainer_cpus: float = Field(1.0, ge=0.0)
+    trainer_ranks: int = Field(
+        1,
+        ge=1,
+        description="Trainer actors forming one torch.distributed group (FSDP2 for the torch backend, "
+        "Megatron's parallel layout); trainer_cpus, trainer_gpus and trainer_threads are per rank.",
+    )
+    trainer_cpus: float = Field(1.0, ge=0.0, description="Per trainer rank.")
     engine_cpus: float = Field(1.0, ge=0.0, description="Per engine.")
     trainer_threads: int | None = Field(None, ge=1)
     engine_threads: int | None = Field(None, ge=1)
-    trainer_gpus: float = Field(0.0, ge=0.0)
+    trainer_gpus: float = Field(0.0, ge=0.0, description="Per trainer rank.")
     engine_gpus: float = Field(0.0, ge=0.0, description="Per engine.")
 
 
