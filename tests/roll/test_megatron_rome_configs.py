@@ -1,0 +1,69 @@
+"""The ROME recipes (configs/rome/) fit Qwen3-30B-A3B and their GPUs, and play a real terminal task of the
+suite through ROCK with bash actions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roll.config import load_config
+from roll.pipeline.config import TrainConfig
+from roll.sft.config import SFTConfig
+from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
+
+ROOT = Path(__file__).resolve().parents[2]
+QWEN3_30B_A3B = {  # the layout-relevant part of Qwen3-30B-A3B's config.json
+    "model_type": "qwen3_moe",
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 48,
+    "num_experts": 128,
+}
+GPUS_PER_NODE = 8
+
+
+def _ipa(name: str) -> TrainConfig:
+    return load_config(TrainConfig, ROOT / "configs" / "rome" / name)
+
+
+def test_one_node_recipe_colocates_trainer_and_engines_on_8_gpus() -> None:
+    config = _ipa("ipa_qwen3_30b_a3b.yaml")
+    trainer, engine, res = config.trainer, config.engines.engine, config.resources
+    assert isinstance(trainer, MegatronBackendConfig) and engine.type == "sglang"
+    assert res.trainer_ranks * res.trainer_gpus == GPUS_PER_NODE
+    check_against_model(trainer, QWEN3_30B_A3B, world_size=res.trainer_ranks)
+    # Colocated: the engines take the trainer's GPUs in tp_size ranges, sleep while it steps, and get
+    # weights as tensors.
+    assert res.engine_gpus == 0 and config.engines.num_engines * engine.tp_size == GPUS_PER_NODE
+    assert config.multiplex.enabled and engine.enable_memory_saver and engine.weight_update == "tensor"
+    warm = load_config(SFTConfig, ROOT / config.warm_start.sft_config, config.warm_start.overrides)
+    check_against_model(warm.trainer, QWEN3_30B_A3B, world_size=GPUS_PER_NODE)
+
+
+def test_multinode_recipe_gives_trainer_and_engines_their_own_gpus() -> None:
+    config = _ipa("ipa_qwen3_30b_a3b_multinode.yaml")
+    trainer, engine, res = config.trainer, config.engines.engine, config.resources
+    assert isinstance(trainer, MegatronBackendConfig) and trainer.pipeline_parallel_size > 1
+    check_against_model(trainer, QWEN3_30B_A3B, world_size=res.trainer_ranks)
+    trainer_nodes = res.trainer_ranks * res.trainer_gpus / GPUS_PER_NODE
+    engine_nodes = config.engines.num_engines * res.engine_gpus / GPUS_PER_NODE
+    assert trainer_nodes == 2 and engine_nodes == 2
+    assert res.engine_gpus == engine.tp_size and not config.multiplex.enabled
+    assert engine.weight_update == "distributed" and not engine.enable_memory_saver
+    warm = load_config(SFTConfig, ROOT / config.warm_start.sft_config, config.warm_start.overrides)
+    check_against_model(warm.trainer, QWEN3_30B_A3B, world_size=GPUS_PER_NODE)
+
+
+@pytest.mark.parametrize("name", ["ipa_qwen3_30b_a3b.yaml", "ipa_qwen3_30b_a3b_multinode.yaml"])
+def test_recipes_play_a_suite_terminal_task_through_rock(name: str) -> None:
+    from rock.envs.terminal_env import FINISH_ACTION, TERMINAL_PREFIX, load_terminal_task
+
+    env = _ipa(name).env
+    assert env.env_id.startswith(TERMINAL_PREFIX) and env.rock_url is not None
+    task_dir = Path(env.env_id.removeprefix(TERMINAL_PREFIX))
+    assert not task_dir.is_absolute() and task_dir.parent == Path("rome/tasks/terminal-pro")
+    task = load_terminal_task(f"{TERMINAL_PREFIX}{ROOT / task_dir}")  # what the ROCK admin loads
+    assert task.id == task_dir.name and task.instruction
+    assert env.system_prompt is not None and f"the single word {FINISH_ACTION}" in env.system_prompt
+    assert env.env_kwargs["max_steps"] == env.max_turns
