@@ -156,6 +156,8 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
                         "anchors": {"2": [1, 1], "1": [0, 1]},
                         "imitation": False,
                         "next_start": 1,
+                        "expert_steps": 3,
+                        "refreshed": {"start": 2, "episode_id": "e", "steps": 3},
                     },
                     {
                         "round": 1,
@@ -163,6 +165,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
                         "anchors": {"1": [0, 1], "0": [0, 1]},
                         "imitation": True,
                         "next_start": 1,
+                        "expert_steps": 3,
                     },
                 ],
             }
@@ -200,6 +203,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
     ]
     assert ["t", "0", "0.00", "0.00"] in rows and ["", "1", "0.00", "0.50"] in rows
     assert "k=2: 1/1, k=1: 0/1" in text and "k=1: 0/1, k=0: 0/1 *" in text
+    assert "3 + (k=2)" in text
     assert "2.500 -> 1.250" in text and "4/4" in text and "1/3" in text
 
 

@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from rock.proxy import ProxyClient, ProxyConfig
+from rock.proxy import ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.rollout.agentic.batches import round_trajectories
 from roll.rollout.agentic.config import IPATerminalConfig
 from roll.rollout.agentic.expert import oracle_expert
-from roll.rollout.agentic.ipa import EpisodeRunner, resample_round
+from roll.rollout.agentic.expert_book import ExpertBook
 from roll.rollout.agentic.resampling import SequentialRollback
+from roll.rollout.agentic.rounds import EpisodeRunner, resample_round
 from roll.rollout.agentic.serving import EngineServer
 from roll.rollout.agentic.training import RoundTrainer
 from roll.types import PackedBatch, pack_trajectories
@@ -88,18 +89,20 @@ def test_resampled_rounds_train_policy_chunks_by_rl_and_expert_chunks_by_imitati
     initial = {name: value.clone() for name, value in loaded.model.state_dict().items()}
     trainer = RoundTrainer(config)
     schedule = SequentialRollback(len(expert), config.rollback.threshold, config.rollback.min_samples)
+    schedules = {task.id: schedule}
+    book = ExpertBook({task.id: expert})
     console = Console(file=io.StringIO())
     with (
         EngineServer(loaded) as engine,
         ProxyThread(
             ProxyConfig(mode="train", upstream_url=engine.url, max_tokens=16, temperature=0.0)
-        ) as thread,
-        ProxyClient(thread.url) as proxy,
+        ) as proxy,
     ):
         runner = EpisodeRunner(config, fleet_url)
 
         # Round 0: anchors 1 (the expert's command replayed) and 0 (from scratch).
-        episodes, entry = resample_round(0, task, expert, schedule, runner, proxy, console)
+        (task_round,) = resample_round(0, [task], book, schedules, runner, proxy.url, console)
+        episodes, entry = task_round.episodes, task_round.entry
         starts = [e.trajectory.metadata["start"] if e.trajectory else None for e in episodes]
         assert starts == [1, 0], [e.trial.error for e in episodes]
         assert entry["anchors"] == {"1": (1, 1), "0": (0, 1)}
@@ -133,7 +136,8 @@ def test_resampled_rounds_train_policy_chunks_by_rl_and_expert_chunks_by_imitati
         assert changed and all(torch.equal(served[name], trained[name]) for name in served)
 
         # Round 1: only start 0, where the policy fails: the imitation fallback adds the expert's chunk.
-        episodes, entry = resample_round(1, task, expert, schedule, runner, proxy, console)
+        (task_round,) = resample_round(1, [task], book, schedules, runner, proxy.url, console)
+        episodes, entry = task_round.episodes, task_round.entry
         assert entry["anchors"] == {"0": (0, 1)}
         second_round = round_trajectories(task.id, 1, episodes, expert, tokenizer)
         assert len(second_round) == 2

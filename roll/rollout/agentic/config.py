@@ -51,7 +51,15 @@ class IPATerminalConfig(StrictConfig):
     max_tokens: int = Field(96, ge=1, description="Output tokens per model call")
     temperature: float = Field(0.7, ge=0, description="Sampling temperature of training episodes")
     agent_timeout_s: float = Field(300.0, gt=0)
+    parallel_episodes: int = Field(
+        4,
+        ge=1,
+        description="Episodes run at once, each in its own sandbox and proxy episode (the engine batches "
+        "their calls); also the fleet's sandbox slots",
+    )
     in_sandbox: bool = Field(False, description="Run iflow inside the task's sandbox instead of on the host")
     eval: EvalConfig = Field(default_factory=EvalConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
-    output: Path = Field(Path("runs/ipa_terminal"), description="Where report.json goes")
+    output: Path = Field(
+        Path("runs/ipa_terminal"), description="Where report.json and the refreshed experts (experts/) go"
+    )

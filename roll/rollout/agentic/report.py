@@ -12,6 +12,12 @@ def _rate(rates: dict[str, float] | None, start: int) -> str:
     return f"{rates[str(start)]:.2f}"
 
 
+def _expert(entry: dict[str, Any]) -> str:
+    steps = str(entry.get("expert_steps", "-"))
+    refreshed = entry.get("refreshed")
+    return steps if refreshed is None else f"{steps} + (k={refreshed['start']})"
+
+
 def render_tables(report: dict[str, Any]) -> list[Any]:
     """One table of success by start point (before / after) and one of the rollback path per task."""
     from rich.table import Table
@@ -30,8 +36,11 @@ def render_tables(report: dict[str, Any]) -> list[Any]:
         success.add_section()
     tables = [success]
     if any(row["rounds"] for row in report["tasks"].values()):
-        rollback = Table(title="rollback start point by round (anchors: successes/episodes; * imitation)")
-        for column in ("task", "round", "start", "anchors", "next start"):
+        rollback = Table(
+            title="rollback start point by round (anchors: successes/episodes; * imitation; expert: its "
+            "steps after the round, + when a success from start k refreshed it)"
+        )
+        for column in ("task", "round", "start", "anchors", "next start", "expert"):
             rollback.add_column(column, justify="left" if column == "task" else "right")
         for task_id, row in report["tasks"].items():
             for index, entry in enumerate(row["rounds"]):
@@ -45,6 +54,7 @@ def render_tables(report: dict[str, Any]) -> list[Any]:
                     str(entry["start"]),
                     anchors + (" *" if entry["imitation"] else ""),
                     str(entry["next_start"]),
+                    _expert(entry),
                 )
             rollback.add_section()
         tables.append(rollback)

@@ -53,6 +53,18 @@ class SequentialRollback:
         if self.current > 0 and here.episodes >= self.min_samples and here.rate >= self.threshold:
             self.current -= 1
 
+    def rebase(self, num_chunks: int, shared: int) -> None:
+        """The task's expert changed: it now has `num_chunks` chunks, of which the first `shared` are the old
+        ones. Counts at later starts measured a different prefix, so they are dropped; the current start
+        stays where it is unless the new expert is too short for it."""
+        if num_chunks < 1 or not 0 <= shared <= num_chunks:
+            raise ValueError(
+                f"a rebase needs 1 <= num_chunks and 0 <= shared <= num_chunks, got {num_chunks}, {shared}"
+            )
+        self.num_chunks = num_chunks
+        self.stats = {start: stats for start, stats in self.stats.items() if start <= shared}
+        self.current = min(self.current, num_chunks - 1)
+
     def anchors(self, count: int) -> list[int]:
         """`count` start points for one batch: the current start and up to count - 1 before it (parallel
         initialization), never below 0; a batch may repeat the earliest anchor to fill up."""

@@ -4,12 +4,20 @@ Served by the real `roll serve` app (`roll.engine.server.create_app`) with a rea
 the real chat templating, tool-call parsing and `return_token_ids` path; only what the model says is scripted.
 Each scripted text is tokenized and ends with the chat template's end-of-turn token, with logprob 0 (the
 script is certain).
+
+The script is either a list of replies answered in request order, or a `policy`: a function from the
+decoded prompt to the reply (for concurrent episodes, whose requests arrive in no fixed order). Two knobs
+make request handling observable: `gather_next(n)` holds the next n requests until all n have arrived (or
+`GATHER_TIMEOUT_S` passed), so they are in flight together only if their clients sent them concurrently
+(`max_in_flight` tells), and `hold = True` keeps every request open until the server aborts it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterable, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,20 +29,41 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
 
+GATHER_TIMEOUT_S = 120.0
+GATHER_POLL_S = 0.05
+
 
 class ScriptedEngine:
-    """Answers request i with `replies[i]`; an exhausted script is an `EngineError` naming the request."""
+    """Answers request i with `replies[i]` (or `policy(prompt text)`); an exhausted script is an
+    `EngineError` naming the request."""
 
     def __init__(
-        self, tokenizer: PreTrainedTokenizerBase, replies: Iterable[str] = (), max_context: int = 8192
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        replies: Iterable[str] = (),
+        max_context: int = 8192,
+        policy: Callable[[str], str] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.replies = list(replies)
+        self.policy = policy
         self.weight_version = 0
         self.max_context = max_context
         self.prompts: list[list[int]] = []
+        self._gather = 0
+        self._gathered = 0
+        self.hold = False
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.aborted: list[str] = []
+        self._released: dict[str, asyncio.Event] = {}
         self._lock = threading.Lock()
         self.end_of_turn = chat_stop_token_ids(tokenizer)[:1]
+
+    def gather_next(self, count: int) -> None:
+        """Hold the next `count` requests until all of them have arrived."""
+        with self._lock:
+            self._gather, self._gathered = count, 0
 
     def push(self, *replies: str) -> None:
         with self._lock:
@@ -48,11 +77,14 @@ class ScriptedEngine:
 
     async def generate(self, request: GenerateRequest) -> GenerateResult:
         with self._lock:
-            index = len(self.prompts)
-            if index >= len(self.replies):
-                raise EngineError(f"the scripted engine has no reply left for request {index + 1}")
-            self.prompts.append(list(request.prompt_token_ids))
-            text = self.replies[index]
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self._wait_turn(request.request_id)
+            text = self._reply(request)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         token_ids = self.tokenizer.encode(text, add_special_tokens=False) + self.end_of_turn
         completion = Completion(
             index=0, token_ids=token_ids, logprobs=[0.0] * len(token_ids), text=text, finish_reason="stop"
@@ -65,6 +97,28 @@ class ScriptedEngine:
             ttft_s=0.0,
             latency_s=0.0,
         )
+
+    async def _wait_turn(self, request_id: str) -> None:
+        if self.hold:
+            released = self._released.setdefault(request_id, asyncio.Event())
+            await released.wait()
+            raise EngineError(f"request {request_id} was aborted")
+        with self._lock:
+            joins = self._gathered < self._gather
+            self._gathered += int(joins)
+        deadline = time.monotonic() + GATHER_TIMEOUT_S
+        while joins and self._gathered < self._gather and time.monotonic() < deadline:
+            await asyncio.sleep(GATHER_POLL_S)
+
+    def _reply(self, request: GenerateRequest) -> str:
+        with self._lock:
+            index = len(self.prompts)
+            self.prompts.append(list(request.prompt_token_ids))
+            if self.policy is not None:
+                return self.policy(self.tokenizer.decode(request.prompt_token_ids))
+            if index >= len(self.replies):
+                raise EngineError(f"the scripted engine has no reply left for request {index + 1}")
+            return self.replies[index]
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamDelta]:
         result = await self.generate(request)
@@ -79,7 +133,10 @@ class ScriptedEngine:
         )
 
     async def abort(self, request_id: str) -> None:
-        return None
+        self.aborted.append(request_id)
+        released = self._released.get(request_id)
+        if released is not None:
+            released.set()
 
     async def update_weights(self, weights: Mapping[str, torch.Tensor] | Path, version: int) -> None:
         self.weight_version = version

@@ -1,0 +1,134 @@
+"""Each task's current expert trajectory, refreshed from the policy's own successes.
+
+A task starts with its oracle expert. When an episode started at point k succeeds, the expert's first k
+steps (replayed) followed by the policy's own steps (its answers, as recorded by the proxy) solved the task:
+that is a candidate expert. It replaces the current one when it is better: fewer steps, or as many with
+more of them the policy's own (an earlier start). Later prefixes, anchors and the imitation fallback then
+use it, so the policy learns to continue from what it writes itself, and a shorter path shortens the
+rollback.
+
+A candidate is only taken when it can be replayed: every policy call must be a shell call (the prefill
+replays shell commands) with JSON arguments. The book is persisted as `<dir>/<task id>.json` after every
+refresh (current steps, their origin, and the history of refreshes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rock.proxy.types import EpisodeRecord
+from roll.rollout.agentic.expert import FINAL_MESSAGE, SHELL_TOOL, ExpertStep
+
+ORACLE = "oracle"
+
+
+def policy_steps(record: EpisodeRecord) -> list[ExpertStep] | None:
+    """The policy's steps in a recorded episode (one per shell call, one per final answer), or None when a
+    call cannot be replayed as a shell command (another tool, or arguments that are not a command)."""
+    steps: list[ExpertStep] = []
+    for recorded in record.chunks:
+        message = recorded.answer
+        calls = message.get("tool_calls") or []
+        content = message.get("content") or ""
+        if not calls:
+            steps.append(ExpertStep(command=None, content=content or FINAL_MESSAGE))
+            continue
+        for index, call in enumerate(calls):
+            function = call.get("function") or {}
+            if function.get("name") != SHELL_TOOL:
+                return None
+            try:
+                arguments = json.loads(function.get("arguments") or "")
+            except ValueError:
+                return None
+            command = arguments.get("command") if isinstance(arguments, dict) else None
+            if not isinstance(command, str) or not command.strip():
+                return None
+            steps.append(ExpertStep(command=command, content=content if index == 0 else ""))
+    return steps
+
+
+@dataclass
+class TaskExpert:
+    """One task's current expert: its steps and, per step, where it came from (oracle or an episode id)."""
+
+    steps: list[ExpertStep]
+    origins: list[str]
+    refreshes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def native(self) -> int:
+        """How many steps the policy wrote itself."""
+        return sum(origin != ORACLE for origin in self.origins)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": [asdict(step) for step in self.steps],
+            "origins": self.origins,
+            "refreshes": self.refreshes,
+        }
+
+
+class ExpertBook:
+    """The current expert of every task; `offer` a successful episode to refresh one."""
+
+    def __init__(self, oracles: dict[str, list[ExpertStep]], folder: Path | None = None) -> None:
+        self.folder = folder
+        self.tasks = {
+            task_id: TaskExpert(list(steps), [ORACLE] * len(steps)) for task_id, steps in oracles.items()
+        }
+
+    def current(self, task_id: str) -> TaskExpert:
+        """The task's expert now (never changed in place: a refresh replaces it, so this is a snapshot)."""
+        return self.tasks[task_id]
+
+    def offer(
+        self, task_id: str, base: TaskExpert, start: int, record: EpisodeRecord, round_index: int
+    ) -> bool:
+        """Consider the successful episode `record` that started after `base.steps[:start]` (`base`: the
+        task's expert when the episode began; the current one may have changed since, when several episodes
+        of a round succeed). True when it became the task's expert."""
+        own = policy_steps(record)
+        if not own:
+            return False
+        current = self.tasks[task_id]
+        steps = [*base.steps[:start], *own]
+        origins = [*base.origins[:start], *[record.episode_id] * len(own)]
+        candidate = TaskExpert(steps, origins, current.refreshes)
+        if (len(steps), -candidate.native) >= (len(current.steps), -current.native):
+            return False
+        candidate.refreshes = [
+            *current.refreshes,
+            {
+                "round": round_index,
+                "episode_id": record.episode_id,
+                "start": start,
+                "steps": len(steps),
+                "previous_steps": len(current.steps),
+                "policy_steps": len(own),
+            },
+        ]
+        self.tasks[task_id] = candidate
+        self.save(task_id)
+        return True
+
+    def save(self, task_id: str) -> None:
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{task_id}.json"
+        path.write_text(json.dumps(self.tasks[task_id].to_json(), indent=2))
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per task: the expert's length, how many steps are the policy's, and its refreshes."""
+        return {
+            task_id: {
+                "steps": len(expert.steps),
+                "policy_steps": expert.native,
+                "refreshes": expert.refreshes,
+            }
+            for task_id, expert in self.tasks.items()
+        }
