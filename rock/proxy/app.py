@@ -4,13 +4,19 @@ Model routes (agents): `POST /v1/chat/completions` (episode by `X-Rock-Episode` 
 `POST /episodes/{id}/v1/chat/completions`, `GET /v1/models` (and under `/episodes/{id}`).
 Control routes (rollout workers): `POST /episodes`, `GET /episodes/{id}`, `POST /episodes/{id}/end`,
 `PUT|DELETE /sandboxes/{id}/socket`, `GET /health`.
+
+An agent that hangs up (its own timeout, a killed episode) stops the call it was waiting for: the proxy
+cancels its upstream request, whose closed connection makes the engine server abort the generation (so a
+loaded engine does not keep decoding for nobody), and nothing is recorded for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -30,6 +36,9 @@ from rock.proxy.types import (
     ProxyConfig,
 )
 from rock.proxy.upstream import Upstream
+
+DISCONNECT_POLL_S = 0.2
+T = TypeVar("T")
 
 
 def create_app(config: ProxyConfig) -> FastAPI:
@@ -92,7 +101,9 @@ def create_app(config: ProxyConfig) -> FastAPI:
     async def detach(sandbox_id: str) -> dict[str, Any]:
         return {"sandbox_id": sandbox_id, "detached": await listeners.detach(sandbox_id)}
 
-    async def chat(body: dict[str, Any], episode_id: str | None, sandbox_id: str | None) -> Response:
+    async def chat(
+        request: Request, body: dict[str, Any], episode_id: str | None, sandbox_id: str | None
+    ) -> Response:
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             raise ProxyError("messages: a non-empty list of chat messages is required", code="invalid_value")
         stream = bool(body.get("stream"))
@@ -106,14 +117,16 @@ def create_app(config: ProxyConfig) -> FastAPI:
                     f"{EPISODE_HEADER} header",
                     code="episode_required",
                 )
-            answer = await train.complete({k: v for k, v in body.items() if k != "stream"}, episode)
+            answer = await unless_disconnected(
+                request, train.complete({k: v for k, v in body.items() if k != "stream"}, episode)
+            )
         elif deploy is not None:
             if episode_id is None and sandbox_id is not None:
                 episode_id = _try_sandbox_episode(store, sandbox_id)
             if stream:
                 lines = await deploy.open_stream(body, episode_id)
                 return StreamingResponse(lines, media_type="text/event-stream")
-            answer = await deploy.complete(body, episode_id)
+            answer = await unless_disconnected(request, deploy.complete(body, episode_id))
         else:
             assert replay is not None
             answer = replay.complete()
@@ -124,15 +137,47 @@ def create_app(config: ProxyConfig) -> FastAPI:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_by_header(request: Request) -> Response:
         return await chat(
-            await _json(request), request.headers.get(EPISODE_HEADER), request.headers.get(SANDBOX_HEADER)
+            request,
+            await _json(request),
+            request.headers.get(EPISODE_HEADER),
+            request.headers.get(SANDBOX_HEADER),
         )
 
     @app.post("/episodes/{episode_id}/v1/chat/completions", response_model=None)
     async def chat_by_route(episode_id: str, request: Request) -> Response:
-        return await chat(await _json(request), episode_id, None)
+        return await chat(request, await _json(request), episode_id, None)
 
     app.state.listeners = listeners
     return app
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, or, when the agent hangs up first, `work` cancelled (closing its upstream request)
+    and a 499 error (which nobody reads: the agent is gone)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.create_task(_wait_for_disconnect(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ProxyError):
+                await task
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    if task.cancelled():
+        raise ProxyError(
+            "the agent closed the connection before the answer; the upstream request was aborted",
+            status=499,
+            code="client_closed_request",
+        )
+    return task.result()
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    while not await request.is_disconnected():
+        await asyncio.sleep(DISCONNECT_POLL_S)
 
 
 async def _json(request: Request) -> dict[str, Any]:
