@@ -1,11 +1,16 @@
 """Worker of test_megatron_parallel, and the CPU redirection the Megatron tests share. Not a test module.
 
-Run by torch.distributed.run (gloo, CPU) with `TP EP PP OUT`: builds builtin:tiny-qwen3-moe in megatron-core
-under that layout (sequence parallel when TP > 1), loads each rank's shard from the checkpoint, runs one
-packed forward (stages hand the hidden states on by send/recv) and gathers the weights back into HF names.
-Without pipeline parallelism it also back-propagates the IPA loss in training mode and reduces the gradients
-as megatron-core's schedule does after its last micro-batch (`finalize_model_grads`), then gathers them like
-the weights. Rank 0 writes logprobs, weights and gradients (transformers layout) to OUT.
+Run by torch.distributed.run (gloo, CPU) with `TP EP PP OUT [WEIGHT_PORT]`: builds builtin:tiny-qwen3-moe in
+megatron-core under that layout (sequence parallel when TP > 1), loads each rank's shard from the checkpoint,
+runs one packed forward (stages hand the hidden states on by send/recv) and gathers the weights back into HF
+names. Without pipeline parallelism it also back-propagates the IPA loss in training mode and reduces the
+gradients as megatron-core's schedule does after its last micro-batch (`finalize_model_grads`), then gathers
+them like the weights. Rank 0 writes logprobs, weights and gradients (transformers layout) to OUT. With
+WEIGHT_PORT the ranks then sync the weights to one engine rank over a weights group (gloo for NCCL).
+
+Run as `python test_megatron_worker.py receive PORT SPECS OUT` it is that engine rank: it joins the group as
+rank 1 and receives the tensors listed in SPECS (JSON) as SGLang's `update_weights_from_distributed` does,
+in buckets of its own size (one empty tensor and one broadcast from rank 0 per spec), then saves them to OUT.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
@@ -128,10 +134,51 @@ def ipa_gradients(backend, batch) -> dict[str, torch.Tensor]:
     return to_transformers_layout(grads, backend.shape)
 
 
+RECEIVER_BUCKET_BYTES = 16 * 1024
+
+
+def receive(port: int, specs_file: str, out: str) -> None:
+    import json
+
+    import torch.distributed as dist
+
+    from roll.engine.sglang.translate import (
+        WEIGHT_GROUP,
+        TensorSpec,
+        buckets_by_bytes,
+        distributed_update_kwargs,
+    )
+    from roll.trainer.megatron.weight_sync import init_weight_group
+
+    specs = [
+        TensorSpec(s["name"], s["dtype"], tuple(s["shape"])) for s in json.loads(Path(specs_file).read_text())
+    ]
+    group = init_weight_group("127.0.0.1", port, 1, 2, backend="gloo")
+    by_name = {s.name: s for s in specs}
+    sizes = [(s.name, getattr(torch, s.dtype).itemsize * torch.Size(s.shape).numel()) for s in specs]
+    received: dict[str, torch.Tensor] = {}
+    buckets = buckets_by_bytes(sizes, RECEIVER_BUCKET_BYTES)
+    for number, names in enumerate(buckets):
+        request = distributed_update_kwargs(
+            [by_name[n] for n in names], WEIGHT_GROUP, flush_cache=number == len(buckets) - 1
+        )
+        handles = []
+        for name, dtype, shape in zip(request["names"], request["dtypes"], request["shapes"], strict=True):
+            received[name] = torch.empty(shape, dtype=getattr(torch, dtype))
+            handles.append(dist.broadcast(received[name], src=0, group=group, async_op=True))
+        for handle in handles:
+            handle.wait()
+    torch.save({"weights": received, "buckets": len(buckets)}, out)
+
+
 def main() -> None:
     import torch.distributed as dist
 
+    if sys.argv[1] == "receive":
+        receive(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+        return
     tensor, expert, pipeline, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    weight_port = int(sys.argv[5]) if len(sys.argv) > 5 else None
     dist.init_process_group("gloo")
     with megatron_on_cpu():
         from megatron.core import parallel_state as ps
@@ -170,9 +217,13 @@ def main() -> None:
         grads = ipa_gradients(backend, batch) if pipeline == 1 else None
         reports = [None] * dist.get_world_size()
         dist.all_gather_object(reports, logprobs)
+        synced = None
+        if weight_port is not None:
+            backend.join_weight_group("127.0.0.1", weight_port, world_size=2, backend="gloo")
+            synced = backend.broadcast_weights(bucket_bytes=RECEIVER_BUCKET_BYTES * 4)
         if dist.get_rank() == 0:
             logprobs = next(r for r in reports if r is not None)
-            torch.save({"logprobs": logprobs, "state": state, "grads": grads}, out)
+            torch.save({"logprobs": logprobs, "state": state, "grads": grads, "synced": synced}, out)
         ps.destroy_model_parallel()
     dist.destroy_process_group()
 

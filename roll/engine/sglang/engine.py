@@ -22,6 +22,7 @@ from roll.engine.sglang import runtime
 from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.sglang.translate import (
     ORIGINAL_LOGPROB_ENV,
+    WEIGHT_GROUP,
     StreamCursor,
     TensorSpec,
     UsageCounters,
@@ -35,7 +36,6 @@ from roll.engine.types import Completion, EngineStats, GenerateRequest, Generate
 if TYPE_CHECKING:
     import torch
 
-WEIGHT_GROUP = "roll-weights"
 # After an abort, SGLang ends the stream with an abort chunk; a version that drops the request's state instead
 # would leave the stream waiting forever, so the adapter ends it itself after this long.
 ABORT_GRACE_S = 30.0

@@ -30,6 +30,8 @@ SGLANG_TOP_K_OFF = -1
 # `Completion.logprobs` promises; without it SGLang's sampler reports log_softmax(logits / temperature)
 # (python/sglang/srt/layers/sampler.py). SGLang's scheduler processes read it: set before the engine starts.
 ORIGINAL_LOGPROB_ENV = "SGLANG_RETURN_ORIGINAL_LOGPROB"
+# The weights group (weight_update: distributed) a trainer's rank 0 broadcasts over and engines join.
+WEIGHT_GROUP = "roll-weights"
 _FINISH_TYPES: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 

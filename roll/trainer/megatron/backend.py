@@ -28,6 +28,7 @@ from roll.trainer.distributed import gather_objects
 from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
 from roll.trainer.megatron.forward import packed_inputs, padded_length, token_logprobs
 from roll.trainer.megatron.mapping import ModelShape, to_transformers_layout
+from roll.trainer.megatron.weight_sync import broadcast_buckets, init_weight_group, weight_specs
 from roll.trainer.megatron.weights import (
     DEFAULT_BUCKET_BYTES,
     gather_hf_buckets,
@@ -41,6 +42,7 @@ from roll.trainer.schedule import lr_factor
 
 if TYPE_CHECKING:
     from roll.algo.losses import Loss, LossOutput
+    from roll.engine.sglang.translate import TensorSpec
     from roll.types import PackedBatch
 
 META_FILE = "checkpoint.json"
@@ -133,6 +135,7 @@ class MegatronBackend:
         model.config.finalize_model_grads_func = finalize_model_grads
         self.step = 0
         self.version = 0
+        self._weight_group: dist.ProcessGroup | None = None  # rank 0, once engines joined (distributed sync)
         self._dp_rank = ps.get_data_parallel_rank()
         self._dp_size = ps.get_data_parallel_world_size()
         # One rank per data parallel replica reports results: last pipeline stage, tensor rank 0.
@@ -274,6 +277,29 @@ class MegatronBackend:
         """The whole weights in HF checkpoint names (what SGLang loads), gathered bucket by bucket on every
         rank; every rank must consume the generator. Tag them with `self.version`."""
         return gather_hf_buckets(self.model, self.shape, bucket_bytes)
+
+    def weight_specs(self) -> list[TensorSpec]:
+        """What `broadcast_weights` sends, in order (names, dtypes, shapes): the engines' receive list."""
+        return weight_specs(self.folder, self.shape, self.model.config.params_dtype)
+
+    def join_weight_group(
+        self, master_address: str, master_port: int, world_size: int, backend: str = "nccl"
+    ) -> None:
+        """Rank 0 forms the weights group with the engines as its rank 0 (its store at master_address:
+        master_port, on rank 0's node); other ranks do nothing. Call it on every rank while each engine
+        joins (`SGLangEngine.join_weight_group`, ranks 1 ..): it returns once all `world_size` joined."""
+        if dist.get_rank() == 0:
+            group = init_weight_group(master_address, master_port, 0, world_size, backend=backend)
+            self._weight_group = group
+
+    def broadcast_weights(self, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> int:
+        """Gather the weights bucket by bucket (every rank) and broadcast them from rank 0 over the weights
+        group, while the engines receive `weight_specs()` (`update_weights_from_group`). Returns the
+        version sent, which the engines are given as theirs."""
+        if dist.get_rank() == 0 and self._weight_group is None:
+            raise RuntimeError("no weights group: call join_weight_group on every rank and engine first")
+        broadcast_buckets(self.weight_buckets(bucket_bytes), self.weight_specs(), self._weight_group)
+        return self.version
 
     def state_dict_for_inference(self) -> InferenceWeights:
         """Whole weights named as a transformers model holds them in memory (the torch engine's names)."""
