@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from roll.config import load_config
 from roll.pipeline.config import TrainConfig
@@ -67,3 +68,16 @@ def test_recipes_play_a_suite_terminal_task_through_rock(name: str) -> None:
     assert task.id == task_dir.name and task.instruction
     assert env.system_prompt is not None and f"the single word {FINISH_ACTION}" in env.system_prompt
     assert env.env_kwargs["max_steps"] == env.max_turns
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
+def test_the_recipe_trainer_without_cuda_says_which_config_to_use() -> None:
+    from roll.trainer.megatron.backend import MegatronNeedsCudaError
+    from roll.trainer.select import build_backend
+
+    with pytest.raises(MegatronNeedsCudaError) as error:
+        build_backend(_ipa("ipa_qwen3_30b_a3b.yaml").trainer)
+    message = str(error.value)
+    assert "needs a CUDA GPU" in message and "set trainer.type: torch" in message
+    for config in ("configs/ipa.yaml", "configs/sft.yaml"):  # the CPU recipes it names, on torch
+        assert config in message and "type: megatron" not in (ROOT / config).read_text()

@@ -286,9 +286,10 @@ class SGLangEngine:
         self._open.set()
 
     async def flush_cache(self) -> None:
-        """Drop SGLang's prefix cache (weight updates flush it themselves)."""
-        self._require_started()
-        await runtime.flush_cache(self._engine)
+        """Drop SGLang's prefix cache (weight updates flush it themselves). SGLang flushes only when no
+        request runs, so new requests wait and those in flight finish first."""
+        async with self._closed_gate("flushing its cache"):
+            await runtime.flush_cache(self._engine)
 
     def stats(self) -> EngineStats:
         """Counts this adapter sees; SGLang's offline API does not report decode steps or KV bytes (0)."""
@@ -310,10 +311,10 @@ class SGLangEngine:
             raise EngineError("the sglang engine is not running: await engine.start() first")
 
     @contextlib.asynccontextmanager
-    async def _closed_gate(self) -> AsyncIterator[None]:
+    async def _closed_gate(self, what: str = "updating its weights") -> AsyncIterator[None]:
         self._require_started()
         if self._sleeping:
-            raise EngineError("the engine is asleep: wake it before updating its weights")
+            raise EngineError(f"the engine is asleep: wake it before {what}")
         self._open.clear()
         try:
             await self._drained.wait()

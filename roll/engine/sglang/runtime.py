@@ -49,7 +49,7 @@ def launch(server_args: dict[str, Any]) -> Any:
 
 
 def _check(result: Any, what: str) -> None:
-    """SGLang's control calls answer (success, message, ...) or an object with .success/.message."""
+    """SGLang's control calls answer (success, message, ...), an object with .success/.message, or nothing."""
     if isinstance(result, tuple):
         success, message = bool(result[0]), str(result[1]) if len(result) > 1 else ""
     else:
@@ -121,19 +121,21 @@ async def release_memory(engine: Any) -> None:
     """`Engine.release_memory_occupation`: free weights and KV cache on the GPU (needs the memory saver)."""
     from sglang.srt.managers.io_struct import ReleaseMemoryOccupationReqInput
 
-    await engine.tokenizer_manager.release_memory_occupation(ReleaseMemoryOccupationReqInput(), None)
+    result = await engine.tokenizer_manager.release_memory_occupation(ReleaseMemoryOccupationReqInput(), None)
+    _check(result, "release_memory_occupation")
 
 
 async def resume_memory(engine: Any) -> None:
     """`Engine.resume_memory_occupation`: take the GPU memory back (and the weights, with the CPU backup)."""
     from sglang.srt.managers.io_struct import ResumeMemoryOccupationReqInput
 
-    await engine.tokenizer_manager.resume_memory_occupation(ResumeMemoryOccupationReqInput(), None)
+    result = await engine.tokenizer_manager.resume_memory_occupation(ResumeMemoryOccupationReqInput(), None)
+    _check(result, "resume_memory_occupation")
 
 
 async def flush_cache(engine: Any) -> None:
-    """`Engine.flush_cache`: drop the radix (prefix) cache."""
-    await engine.tokenizer_manager.flush_cache()
+    """`Engine.flush_cache`: drop the radix (prefix) cache (SGLang refuses while requests are running)."""
+    _check(await engine.tokenizer_manager.flush_cache(), "flush_cache")
 
 
 def abort(engine: Any, rid: str) -> None:

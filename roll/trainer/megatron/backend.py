@@ -10,6 +10,7 @@ the same update as the torch backend's.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -53,10 +54,17 @@ class MegatronNeedsCudaError(RuntimeError):
 
 
 def require_cuda() -> None:
+    """A clear error on a machine where the backend cannot run: no CUDA GPU, or no megatron-core."""
     if not torch.cuda.is_available():
         raise MegatronNeedsCudaError(
             "the megatron train backend needs a CUDA GPU and torch.cuda.is_available() is False here; "
-            "set trainer.type: torch to train on this machine (CPU, one GPU or FSDP2)"
+            "set trainer.type: torch to train on this machine (CPU, one GPU or FSDP2), as configs/ipa.yaml "
+            "and configs/sft.yaml do"
+        )
+    if importlib.util.find_spec("megatron") is None:
+        raise MegatronNeedsCudaError(
+            "the megatron train backend needs megatron-core, which is not installed: pip install 'ale[gpu]' "
+            "on this GPU machine, or set trainer.type: torch"
         )
 
 
@@ -302,9 +310,14 @@ class MegatronBackend:
         return self.version
 
     def state_dict_for_inference(self) -> InferenceWeights:
-        """Whole weights named as a transformers model holds them in memory (the torch engine's names)."""
-        state = {name: tensor for bucket in self.weight_buckets() for name, tensor in bucket}
-        return InferenceWeights(state_dict=to_transformers_layout(state, self.shape), version=self.version)
+        """Whole weights named as a transformers model holds them in memory (the torch engine's names), in
+        host memory on rank 0 (empty on the others): every rank gathers bucket by bucket, so a GPU holds one
+        bucket more than its shard, never the whole model. Collective: call it on every rank."""
+        keep = dist.get_rank() == 0
+        state = {name: tensor.cpu() for bucket in self.weight_buckets() if keep for name, tensor in bucket}
+        return InferenceWeights(
+            state_dict=to_transformers_layout(state, self.shape) if keep else {}, version=self.version
+        )
 
     def export_hf(self, directory: Path) -> None:
         """Hugging Face folder: safetensors gathered from every shard, config and tokenizer copied."""

@@ -121,7 +121,7 @@ def run_checks() -> list[Row]:
         synced = to_transformers_layout({n: t for bucket in buckets for n, t in bucket}, backend.shape)
         inference = backend.state_dict_for_inference()
         same = sorted(synced) == sorted(inference.state_dict) and all(
-            torch.equal(synced[n], inference.state_dict[n]) for n in synced
+            torch.equal(synced[n].cpu(), inference.state_dict[n]) for n in synced
         )
         torch_names = set(state["torch"].model.state_dict())
         return same and set(synced) == torch_names and inference.version == backend.version == 1, (
