@@ -243,13 +243,14 @@ class SGLangEngine:
             self.weight_version = version
 
     async def join_weight_group(
-        self, master_address: str, master_port: int, rank_offset: int, world_size: int
+        self, master_address: str, master_port: int, rank_offset: int, world_size: int, backend: str = "nccl"
     ) -> None:
-        """Join the NCCL group the trainer broadcasts weights over (weight_update: distributed): the trainer
-        is rank 0, this engine's TP ranks are rank_offset .. rank_offset + tp_size - 1."""
+        """Join the group the trainer broadcasts weights over (weight_update: distributed): the trainer is
+        rank 0 (`MegatronBackend.join_weight_group`, at the same time), this engine's TP ranks are
+        rank_offset .. rank_offset + tp_size - 1. NCCL needs every rank on its own GPU; gloo does not."""
         self._require_started()
         await runtime.init_weight_group(
-            self._engine, master_address, master_port, rank_offset, world_size, WEIGHT_GROUP
+            self._engine, master_address, master_port, rank_offset, world_size, WEIGHT_GROUP, backend
         )
 
     async def update_weights_from_group(self, specs: Sequence[TensorSpec], version: int) -> None:

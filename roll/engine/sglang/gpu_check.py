@@ -2,13 +2,16 @@
 
 One engine on the model in float32, compared with transformers on the same GPU: greedy tokens and their
 logprobs, seeded sampling with n=2, abort of a running request, weight updates from tensors (a negated lm_head
-changes the output, the original weights bring it back) and from the model folder, sleep/wake, and a flushed
-prefix cache. Each is one (name, ok, detail) row; a failed step does not stop the later ones.
+changes the output, the original weights bring it back), from a weights group (the trainer's sender of
+roll.trainer.megatron.weight_sync in this process, the engine its rank 1; gloo, as NCCL needs a GPU per rank)
+and from the model folder, sleep/wake, and a flushed prefix cache. Each is one (name, ok, detail) row; a
+failed step does not stop the later ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -119,8 +122,44 @@ async def _run(model_id: str) -> list[Row]:
         version = engine.weight_version
         return f"negated lm_head changed the output; the original weights restored it (version {version})"
 
+    async def update_from_group() -> str:
+        import torch.distributed as dist
+
+        from roll.engine.sglang.translate import tensor_specs
+        from roll.trainer.megatron.mapping import to_checkpoint_layout
+        from roll.trainer.megatron.weight_sync import init_weight_group
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        world = 1 + engine.config.tp_size
+        group, _ = await asyncio.gather(
+            asyncio.to_thread(init_weight_group, "127.0.0.1", port, 0, world, backend="gloo"),
+            engine.join_weight_group("127.0.0.1", port, 1, world, backend="gloo"),
+        )
+
+        async def send(weights: dict[str, torch.Tensor], version: int) -> None:
+            named = [(n, t.cpu()) for n, t in to_checkpoint_layout(weights).items()]
+
+            def broadcast() -> None:
+                for _, tensor in named:
+                    dist.broadcast(tensor, src=0, group=group)
+
+            await asyncio.gather(
+                engine.update_weights_from_group(tensor_specs(named), version), asyncio.to_thread(broadcast)
+            )
+
+        await send({n: (-t if n == "lm_head.weight" else t) for n, t in original.items()}, 4)
+        changed = await greedy_tokens("gneg")
+        await send(original, 5)
+        restored = await greedy_tokens("gorig")
+        dist.destroy_process_group(group)
+        if changed == expected or restored != expected:
+            raise AssertionError(f"negated lm_head gave {changed}, original weights {restored}")
+        return f"broadcast {len(original)} tensors twice (negated lm_head, then original); version 5"
+
     async def update_from_disk() -> str:
-        await engine.update_weights(Path(loaded.path), 3)
+        await engine.update_weights(Path(loaded.path), 6)
         if (tokens := await greedy_tokens("disk")) != expected:
             raise AssertionError(f"after update_weights_from_disk: {tokens}")
         return f"reloaded {loaded.path.name}; greedy output unchanged (version {engine.weight_version})"
@@ -150,6 +189,7 @@ async def _run(model_id: str) -> list[Row]:
             ("sampling n=2, logprobs", seeded_sampling),
             ("abort", abort),
             ("update_weights from tensors", update_from_tensors),
+            ("update_weights from a weights group", update_from_group),
             ("update_weights from disk", update_from_disk),
             ("sleep / wake", sleep_wake),
             ("flush_cache", flush),

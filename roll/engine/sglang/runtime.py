@@ -84,9 +84,15 @@ async def update_from_disk(engine: Any, folder: Path) -> None:
 
 
 async def init_weight_group(
-    engine: Any, master_address: str, master_port: int, rank_offset: int, world_size: int, group_name: str
+    engine: Any,
+    master_address: str,
+    master_port: int,
+    rank_offset: int,
+    world_size: int,
+    group_name: str,
+    backend: str,
 ) -> None:
-    """`Engine.init_weights_update_group`: join an NCCL group whose rank 0 is the trainer's sender."""
+    """`Engine.init_weights_update_group`: join a group whose rank 0 is the trainer's sender."""
     from sglang.srt.managers.io_struct import InitWeightsUpdateGroupReqInput
 
     request = InitWeightsUpdateGroupReqInput(
@@ -95,7 +101,7 @@ async def init_weight_group(
         rank_offset=rank_offset,
         world_size=world_size,
         group_name=group_name,
-        backend="nccl",
+        backend=backend,
     )
     _check(
         await engine.tokenizer_manager.init_weights_update_group(request, None), "init_weights_update_group"
