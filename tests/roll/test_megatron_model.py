@@ -8,6 +8,7 @@ setup, packed inputs, logprob maths and weight gathering run on megatron-core's 
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Iterator
@@ -153,6 +154,20 @@ def test_inference_weights_and_hf_export_round_trip(
     assert len(list((tmp_path / "sharded").glob("*.safetensors"))) > 1
     exported = AutoModelForCausalLM.from_pretrained(tmp_path / "sharded", dtype=torch.float32).state_dict()
     assert all(torch.equal(exported[name], value) for name, value in reference.items())
+
+
+def test_load_refuses_an_incomplete_checkpoint_or_another_layout(
+    moe_backend: MegatronBackend, tmp_path: Path
+) -> None:
+    """Checked before any file is read (saving and the optimizer's state need CUDA: gpu_check resumes)."""
+    with pytest.raises(FileNotFoundError, match=r"checkpoint\.json missing.*written by save\(\)"):
+        moe_backend.load(tmp_path)
+    other = {**moe_backend._layout_meta(), "world_size": 2, "tensor_parallel_size": 2}
+    (tmp_path / "checkpoint.json").write_text(json.dumps({"step": 4, "version": 4, **other}))
+    before = (moe_backend.step, moe_backend.version)
+    with pytest.raises(ValueError, match=r"'tensor_parallel_size': 2.*same parallel sizes and number of GPU"):
+        moe_backend.load(tmp_path)
+    assert (moe_backend.step, moe_backend.version) == before
 
 
 def test_gpu_check_reports_a_missing_gpu_as_a_failed_row() -> None:
