@@ -24,6 +24,7 @@ from roll.algo.losses import build_loss
 from roll.models import LoadedModel
 from roll.trainer.forward import packed_logprobs
 from roll.trainer.megatron.backend import MegatronBackend, MegatronNeedsCudaError
+from roll.trainer.megatron.checkpoint import layout_meta
 from roll.trainer.megatron.config import MegatronBackendConfig
 from roll.trainer.megatron.forward import packed_inputs, token_logprobs
 from roll.trainer.megatron.mapping import megatron_to_hf, to_transformers_layout
@@ -162,7 +163,7 @@ def test_load_refuses_an_incomplete_checkpoint_or_another_layout(
     """Checked before any file is read (saving and the optimizer's state need CUDA: gpu_check resumes)."""
     with pytest.raises(FileNotFoundError, match=r"checkpoint\.json missing.*written by save\(\)"):
         moe_backend.load(tmp_path)
-    other = {**moe_backend._layout_meta(), "world_size": 2, "tensor_parallel_size": 2}
+    other = {**layout_meta(moe_backend.config, 1), "world_size": 2, "tensor_parallel_size": 2}
     (tmp_path / "checkpoint.json").write_text(json.dumps({"step": 4, "version": 4, **other}))
     before = (moe_backend.step, moe_backend.version)
     with pytest.raises(ValueError, match=r"'tensor_parallel_size': 2.*same parallel sizes and number of GPU"):

@@ -254,7 +254,9 @@ class SGLangEngine:
         )
 
     async def update_weights_from_group(self, specs: Sequence[TensorSpec], version: int) -> None:
-        """Receive `specs` (in this order, bucketed like the sender) broadcast by the trainer's rank 0."""
+        """Receive `specs` broadcast in this order by the trainer's rank 0 (`MegatronBackend.weight_specs` and
+        `broadcast_weights`, running at the same time), in buckets of config.weight_update_bucket_bytes (the
+        broadcasts match by order, whatever the sender's buckets)."""
         async with self._closed_gate():
             sizes = [(spec.name, _nbytes(spec)) for spec in specs]
             by_name = {spec.name: spec for spec in specs}

@@ -7,6 +7,9 @@
 - `attention`: per-sequence causal attention over packed rows (the spec's core attention);
 - `weights`: load a HF folder into this rank's shard, gather shards into HF-named buckets, write HF folders;
 - `forward`: packed micro-batches as model inputs (THD), per-token logprobs from vocab-parallel logits;
+- `weight_sync`: the trainer's side of `weight_update: distributed` (weights group with SGLang engines, the
+  tensor specs they receive, broadcast of the gathered buckets from rank 0);
+- `checkpoint`: per-rank checkpoints (parameters, optimizer, RNG) and their layout check;
 - `backend`: `MegatronBackend`, the `TrainBackend` (needs CUDA; every method is collective over ranks);
 - `gpu_check`: `run_checks()` for scripts/gpu_check.sh.
 """

@@ -13,19 +13,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import random
 import socket
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
 from roll.algo.losses import summarize
 from roll.trainer.distributed import gather_objects
+from roll.trainer.megatron.checkpoint import load_checkpoint, save_checkpoint
 from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
 from roll.trainer.megatron.forward import packed_inputs, padded_length, token_logprobs
 from roll.trainer.megatron.mapping import ModelShape, to_transformers_layout
@@ -34,7 +33,6 @@ from roll.trainer.megatron.weights import (
     DEFAULT_BUCKET_BYTES,
     gather_hf_buckets,
     load_hf_weights,
-    local_parameters,
     save_hf_folder,
 )
 from roll.trainer.micro_batches import plan_micro_batches
@@ -45,8 +43,6 @@ if TYPE_CHECKING:
     from roll.algo.losses import Loss, LossOutput
     from roll.engine.sglang.translate import TensorSpec
     from roll.types import PackedBatch
-
-META_FILE = "checkpoint.json"
 
 
 class MegatronNeedsCudaError(RuntimeError):
@@ -326,73 +322,11 @@ class MegatronBackend:
 
     def save(self, directory: Path) -> None:
         """Per-rank files (parameters, optimizer, RNG) plus checkpoint.json; load needs the same layout."""
-        from megatron.core.tensor_parallel import get_cuda_rng_tracker
-
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        rank = dist.get_rank()
-        params = {name: p.detach().cpu() for name, p in local_parameters(self.model).items()}
-        torch.save(params, directory / f"model_rank{rank}.pt")
-        torch.save(self.optimizer.state_dict(), directory / f"optimizer_rank{rank}.pt")
-        if self.config.distributed_optimizer:
-            self.optimizer.save_parameter_state(str(directory / f"optimizer_params_rank{rank}.pt"))
-        rng = {
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None,
-            "tracker": get_cuda_rng_tracker().get_states(),
-            "python": random.getstate(),
-            "numpy": np.random.get_state(),
-        }
-        torch.save(rng, directory / f"rng_rank{rank}.pt")
-        dist.barrier()
-        if rank == 0:
-            meta = {"step": self.step, "version": self.version, **self._layout_meta()}
-            (directory / META_FILE).write_text(json.dumps(meta))
-        dist.barrier()
-
-    def _layout_meta(self) -> dict[str, int]:
-        c = self.config
-        return {
-            "world_size": dist.get_world_size(),
-            "tensor_parallel_size": c.tensor_parallel_size,
-            "pipeline_parallel_size": c.pipeline_parallel_size,
-            "expert_parallel_size": c.expert_parallel_size,
-            "expert_tensor_parallel_size": c.expert_tensor_parallel_size,
-        }
+        save_checkpoint(self, Path(directory))
 
     def load(self, directory: Path) -> None:
         """Restore a checkpoint written by `save` under the same layout and world size."""
-        from megatron.core.tensor_parallel import get_cuda_rng_tracker
-
-        directory = Path(directory)
-        if not (directory / META_FILE).is_file():
-            raise FileNotFoundError(
-                f"{directory} holds no complete checkpoint ({META_FILE} missing); "
-                "pass a directory written by save()"
-            )
-        meta = json.loads((directory / META_FILE).read_text())
-        layout = {key: meta.get(key) for key in self._layout_meta()}
-        if layout != self._layout_meta():
-            raise ValueError(
-                f"checkpoint {directory} was written with {layout}, this run has {self._layout_meta()}; "
-                "load it with the same parallel sizes and number of GPUs (or export_hf and start from that)"
-            )
-        rank = dist.get_rank()
-        params = torch.load(directory / f"model_rank{rank}.pt", map_location="cpu")
-        with torch.no_grad():
-            for name, p in local_parameters(self.model).items():
-                p.copy_(params[name])
-        self.optimizer.load_state_dict(torch.load(directory / f"optimizer_rank{rank}.pt", weights_only=False))
-        if self.config.distributed_optimizer:
-            self.optimizer.load_parameter_state(str(directory / f"optimizer_params_rank{rank}.pt"))
-        rng = torch.load(directory / f"rng_rank{rank}.pt", weights_only=False)
-        torch.set_rng_state(rng["torch"])
-        if rng["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state(rng["cuda"])
-        get_cuda_rng_tracker().set_states(rng["tracker"])
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
-        self.step, self.version = int(meta["step"]), int(meta["version"])
+        load_checkpoint(self, Path(directory))
 
 
 def deal_micro_batches(
