@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import ray
+
 from roll.engine.types import EngineStats, GenerateRequest, GenerateResult
 from roll.trainer.select import build_backend
 
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
     from roll.algo.config import LossConfig
     from roll.engine.protocol import InferenceEngine
     from roll.pipeline.config import EngineConfig
+    from roll.trainer.distributed import Rendezvous
     from roll.trainer.select import TrainerConfig
     from roll.types import Trajectory
 
@@ -33,15 +36,37 @@ def build_engine(model: str, config: EngineConfig, base_gpu_id: int) -> Inferenc
 
 
 class TrainerActor:
-    """One train backend (torch or megatron) and its loss; trains on trajectories, hands out weights."""
+    """One rank of the trainer group: a train backend (torch or megatron) and its loss.
 
-    def __init__(self, config: TrainerConfig, loss: LossConfig, threads: int | None) -> None:
+    Built in two calls so the group can place rank 0 first and learn where its store listens: the actor
+    starts empty, `start` joins the process group (when the group has several ranks) and builds the backend.
+    Every rank receives the same full batch; the backend deals micro-batches to ranks (see TrainBackend).
+    """
+
+    def __init__(self, threads: int | None) -> None:
         import torch
-
-        from roll.algo.losses import build_loss
 
         if threads is not None:
             torch.set_num_threads(threads)
+        self.rank = 0
+
+    def node_ip(self) -> str:
+        return ray.util.get_node_ip_address()
+
+    def free_port(self) -> int:
+        from roll.trainer.distributed import free_port
+
+        return free_port()
+
+    def start(self, config: TrainerConfig, loss: LossConfig, rendezvous: Rendezvous | None) -> None:
+        """Join `rendezvous`'s process group (None: train alone, as one process), then build the backend."""
+        from roll.algo.losses import build_loss
+
+        if rendezvous is not None:
+            from roll.trainer.distributed import join_process_group
+
+            join_process_group(rendezvous, cuda_device(rendezvous.local_rank))
+            self.rank = rendezvous.rank
         self.backend = build_backend(config)
         self.loss = build_loss(loss)
 
@@ -50,8 +75,16 @@ class TrainerActor:
 
         return self.backend.train_step(pack_trajectories(trajectories), self.loss)
 
-    def weights(self) -> dict[str, torch.Tensor]:
-        return self.backend.state_dict_for_inference().state_dict
+    def logprobs(self, trajectories: list[Trajectory]) -> torch.Tensor:
+        from roll.types import pack_trajectories
+
+        return self.backend.logprobs(pack_trajectories(trajectories))
+
+    def weights(self) -> tuple[ray.ObjectRef, int] | None:
+        """On rank 0: the full weights, put in Ray's object store, and their version. The other ranks take
+        part in gathering them and return None; a reference keeps the reply small on every rank."""
+        weights = self.backend.state_dict_for_inference()
+        return (ray.put(weights.state_dict), weights.version) if self.rank == 0 else None
 
     def version(self) -> int:
         return self.backend.version
@@ -65,6 +98,16 @@ class TrainerActor:
 
     def export_hf(self, directory: str) -> None:
         self.backend.export_hf(Path(directory))
+
+
+def cuda_device(local_rank: int) -> int | None:
+    """This rank's CUDA device: the first visible one when Ray gave the actor its own GPUs, else the
+    node-local rank's (ranks sharing a node's GPUs without Ray assigning them); None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return 0 if ray.get_gpu_ids() else local_rank
 
 
 class EngineActor:

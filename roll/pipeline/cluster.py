@@ -13,10 +13,11 @@ from typing import Any
 
 import ray
 
-from roll.pipeline.actors import EngineActor, TrainerActor
+from roll.pipeline.actors import EngineActor
 from roll.pipeline.buffer import SampleBuffer
 from roll.pipeline.config import TrainConfig
 from roll.pipeline.tracking import RunLog
+from roll.pipeline.trainer_group import TrainerGroup
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.worker import RolloutWorker
 from roll.types import Trajectory
@@ -69,14 +70,11 @@ class EngineGroup:
 
 class Cluster:
     def __init__(self, config: TrainConfig, policy_model: str, step: int, next_group: int) -> None:
+        check_resources(config)
         self.config = config
         res = config.resources
         trainer_config = config.trainer.model_copy(update={"model": policy_model})
-        self.trainer = (
-            ray.remote(TrainerActor)
-            .options(num_cpus=res.trainer_cpus, num_gpus=res.trainer_gpus)
-            .remote(trainer_config, config.loss, res.trainer_threads)
-        )
+        self.trainer = TrainerGroup(trainer_config, config.loss, res)
         engine_actor = ray.remote(EngineActor).options(num_cpus=res.engine_cpus, num_gpus=res.engine_gpus)
         self.engines = EngineGroup(
             [
@@ -91,6 +89,7 @@ class Cluster:
             config.engines.weight_sync,
         )
         ray.get([h.start.remote() for h in self.engines.handles])
+        self.trainer.ready()
         rollout = config.rollout
         self.buffer = (
             ray.remote(SampleBuffer)
@@ -165,12 +164,17 @@ class Cluster:
         return self.wait(self.buffer.get_batch.remote(step))
 
     def train_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        return ray.get(self.trainer.train_step.remote(trajectories))
+        return self.trainer.train_step(trajectories)
 
     def sync_weights(self) -> int:
         """Push the trainer's weights to every engine; returns the new version."""
-        version = ray.get(self.trainer.version.remote())
-        self.engines.sync(self.trainer.weights.remote(), version)
+        weights, version = self.trainer.weights()
+        served = self.engines.sync(weights, version)
+        if any(v != version for v in served):
+            raise PipelineError(
+                f"after a weight sync the engines serve versions {served}, the trainer is at {version}; "
+                "an engine failed to load the new weights (see its log)"
+            )
         return version
 
     def shrink_engines(self) -> list[int]:
@@ -186,15 +190,15 @@ class Cluster:
 
     def save(self, log: RunLog, step: int) -> None:
         folder = log.checkpoint_dir(step)
-        ray.get(self.trainer.save.remote(str(folder)))
+        self.trainer.save(str(folder))
         log.mark_checkpoint(step, {"step": step, "next_group": self.next_group()})
 
     def export_model(self, folder: Path) -> None:
         """The trained policy as a Hugging Face folder (`roll serve --model FOLDER` serves it)."""
-        ray.get(self.trainer.export_hf.remote(str(folder)))
+        self.trainer.export_hf(str(folder))
 
     def load(self, folder: Path) -> int:
-        return ray.get(self.trainer.load.remote(str(folder)))
+        return self.trainer.load(str(folder))
 
     def set_step(self, step: int) -> None:
         ray.get(self.buffer.set_step.remote(step))
@@ -225,8 +229,29 @@ class Cluster:
 
     def shutdown(self) -> None:
         ray.get(self.buffer.stop.remote())
-        for handle in [*self.workers.values(), *self.engines.handles, self.trainer, self.buffer]:
+        for handle in [*self.workers.values(), *self.engines.handles, self.buffer]:
             ray.kill(handle)
+        self.trainer.kill()
+
+
+def check_resources(config: TrainConfig) -> None:
+    """On a local Ray the roles must fit the machine: Ray never places an actor that asks for more than the
+    node has, and waits for it without a word."""
+    if config.ray.address is not None:
+        return  # a cluster may grow (autoscaling); its own scheduler reports what it cannot place
+    res, engines, have = config.resources, config.engines.num_engines, ray.cluster_resources()
+    for name, key, trainer, engine in (
+        ("CPU", "cpus", res.trainer_cpus, res.engine_cpus),
+        ("GPU", "gpus", res.trainer_gpus, res.engine_gpus),
+    ):
+        need = res.trainer_ranks * trainer + engines * engine
+        if need > have.get(name, 0.0) + 1e-9:
+            raise PipelineError(
+                f"the roles ask Ray for {need:g} {name}s (resources.trainer_ranks {res.trainer_ranks} x "
+                f"resources.trainer_{key} {trainer:g} + engines.num_engines {engines} x "
+                f"resources.engine_{key} {engine:g}), the local Ray has {have.get(name, 0.0):g}; "
+                "lower those values (fractions are allowed)"
+            )
 
 
 def base_gpu_id(config: TrainConfig, index: int) -> int:

@@ -1,8 +1,11 @@
-"""Process-group helpers and FSDP2 sharding for the torch backend."""
+"""Process-group helpers (a trainer rank joining its group) and FSDP2 sharding for the torch backend."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -14,6 +17,45 @@ def world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where and as which rank a trainer process joins its group's process group."""
+
+    rank: int
+    world_size: int
+    local_rank: int  # rank among the group's processes on the same node
+    master_addr: str  # rank 0's node (127.0.0.1 when every rank runs on one machine)
+    master_port: int
+    backend: Literal["gloo", "nccl"]
+
+
+def free_port() -> int:
+    """A TCP port nobody on this node listens on right now (for rank 0's store)."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def join_process_group(rendezvous: Rendezvous, cuda_device: int | None) -> None:
+    """Set the variables torchrun would (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; backends
+    such as Megatron read them), select `cuda_device` for NCCL, and initialise the default process group.
+    Returns when every rank has joined."""
+    os.environ.update(
+        RANK=str(rendezvous.rank),
+        WORLD_SIZE=str(rendezvous.world_size),
+        LOCAL_RANK=str(rendezvous.local_rank),
+        MASTER_ADDR=rendezvous.master_addr,
+        MASTER_PORT=str(rendezvous.master_port),
+    )
+    if rendezvous.backend == "nccl":
+        if cuda_device is None:
+            raise ValueError("the nccl process group needs a CUDA device; pass cuda_device")
+        torch.cuda.set_device(cuda_device)
+    dist.init_process_group(
+        rendezvous.backend, rank=rendezvous.rank, world_size=rendezvous.world_size, init_method="env://"
+    )
 
 
 def shard_model(model: nn.Module) -> None:

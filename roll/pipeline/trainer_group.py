@@ -1,0 +1,131 @@
+"""The trainer group: `resources.trainer_ranks` trainer actors that form one torch.distributed process group.
+
+Ray places the actors; ranks are then numbered node by node, and rank 0 picks a free port on its node for
+the group's store (127.0.0.1 when every rank runs on one machine, else rank 0's node address). Every rank
+joins the group (gloo on CPU, nccl on CUDA, with the torchrun variables set for backends that read them)
+and builds the same backend.
+
+Every call the driver makes goes to all ranks at once, in the same order, because each one runs collectives
+inside the backend. Every rank gets the same full batch: the backend deals micro-batches to ranks and scales
+their losses so the update equals one process's (TorchBackend with FSDP2, Megatron's data parallel ranks);
+the loss's global normalisers are computed from the whole batch on every rank. Results come from rank 0:
+metrics, logprobs and the gathered full weights. With one rank nothing is initialised: the backend trains
+alone exactly as a single process does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import ray
+
+from roll.pipeline.actors import TrainerActor
+from roll.trainer.distributed import Rendezvous
+
+if TYPE_CHECKING:
+    import torch
+
+    from roll.algo.config import LossConfig
+    from roll.pipeline.config import ResourcesConfig
+    from roll.trainer.select import TrainerConfig
+    from roll.types import Trajectory
+
+LOOPBACK = "127.0.0.1"
+
+
+def process_group_backend(config: TrainerConfig) -> Literal["gloo", "nccl"]:
+    """nccl when the backend trains on CUDA (megatron always does), gloo on CPU."""
+    if config.type == "megatron" or config.device.startswith("cuda"):
+        return "nccl"
+    return "gloo"
+
+
+def rendezvous_for(node_ips: list[str], port: int, backend: Literal["gloo", "nccl"]) -> list[Rendezvous]:
+    """Each rank's rendezvous, given the node every rank runs on (ranks of one node consecutive, as tensor
+    parallel groups want them) and the free port on rank 0's node."""
+    master = LOOPBACK if len(set(node_ips)) == 1 else node_ips[0]
+    return [
+        Rendezvous(
+            rank=rank,
+            world_size=len(node_ips),
+            local_rank=node_ips[:rank].count(ip),
+            master_addr=master,
+            master_port=port,
+            backend=backend,
+        )
+        for rank, ip in enumerate(node_ips)
+    ]
+
+
+def by_node(node_ips: list[str]) -> list[int]:
+    """Actor indices in rank order: grouped by node (nodes in order of first appearance), stable within."""
+    nodes = list(dict.fromkeys(node_ips))
+    return sorted(range(len(node_ips)), key=lambda i: (nodes.index(node_ips[i]), i))
+
+
+def all_ranks(refs: list[ray.ObjectRef]) -> list[Any]:
+    """Every rank's result. A rank's error is raised as soon as it arrives: the other ranks may be stuck in
+    a collective waiting for the failed one and would never return."""
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        ray.get(done)
+    return ray.get(refs)
+
+
+class TrainerGroup:
+    """Driver-side handle of the trainer ranks; every method is one collective call on all of them."""
+
+    def __init__(self, config: TrainerConfig, loss: LossConfig, resources: ResourcesConfig) -> None:
+        actor = ray.remote(TrainerActor).options(
+            num_cpus=resources.trainer_cpus, num_gpus=resources.trainer_gpus
+        )
+        self.handles = [actor.remote(resources.trainer_threads) for _ in range(resources.trainer_ranks)]
+        if len(self.handles) == 1:
+            self._started = [self.handles[0].start.remote(config, loss, None)]
+            return
+        node_ips = all_ranks([h.node_ip.remote() for h in self.handles])
+        order = by_node(node_ips)
+        self.handles = [self.handles[i] for i in order]
+        port = ray.get(self.handles[0].free_port.remote())
+        plan = rendezvous_for([node_ips[i] for i in order], port, process_group_backend(config))
+        self._started = [h.start.remote(config, loss, r) for h, r in zip(self.handles, plan, strict=True)]
+
+    def ready(self) -> None:
+        """Wait until every rank has joined the group and built its backend (raises a rank's error)."""
+        all_ranks(self._started)
+
+    def _call(self, method: str, *args: Any) -> list[Any]:
+        return all_ranks([getattr(h, method).remote(*args) for h in self.handles])
+
+    def train_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        """One optimizer step on the batch (sent once, read by every rank); rank 0's metrics."""
+        return self._call("train_step", ray.put(trajectories))[0]
+
+    def logprobs(self, trajectories: list[Trajectory]) -> torch.Tensor:
+        return self._call("logprobs", ray.put(trajectories))[0]
+
+    def weights(self) -> tuple[ray.ObjectRef, int]:
+        """A reference to the full weights (gathered by all ranks, stored by rank 0) and their version.
+        Engines resolve the reference themselves, so the tensors never pass through the driver."""
+        return self._call("weights")[0]
+
+    def version(self) -> int:
+        return ray.get(self.handles[0].version.remote())
+
+    def save(self, directory: str) -> None:
+        """A checkpoint as the backend writes it (torch: full state from rank 0 plus each rank's RNG;
+        megatron: one shard per rank), so `directory` must be shared by every rank's node."""
+        self._call("save", directory)
+
+    def load(self, directory: str) -> int:
+        """Restore a checkpoint written by `save` with the same number of ranks; returns the step."""
+        return self._call("load", directory)[0]
+
+    def export_hf(self, directory: str) -> None:
+        """A Hugging Face folder written by rank 0 (its node's disk)."""
+        self._call("export_hf", directory)
+
+    def kill(self) -> None:
+        for handle in self.handles:
+            ray.kill(handle)
