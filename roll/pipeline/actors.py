@@ -86,9 +86,6 @@ class TrainerActor:
         weights = self.backend.state_dict_for_inference()
         return (ray.put(weights.state_dict), weights.version) if self.rank == 0 else None
 
-    def version(self) -> int:
-        return self.backend.version
-
     def save(self, directory: str) -> None:
         self.backend.save(Path(directory))
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from roll.types import Trajectory
 
 LOOPBACK = "127.0.0.1"
+ECHO_WAIT_S = 2.0  # after a rank's error, how long to look for a dead rank behind it
 
 
 def process_group_backend(config: TrainerConfig) -> Literal["gloo", "nccl"]:
@@ -63,13 +64,33 @@ def by_node(node_ips: list[str]) -> list[int]:
     return sorted(range(len(node_ips)), key=lambda i: (nodes.index(node_ips[i]), i))
 
 
+class TrainerRankLost(RuntimeError):
+    """A trainer rank's process died: its process group cannot go on without it."""
+
+
 def all_ranks(refs: list[ray.ObjectRef]) -> list[Any]:
-    """Every rank's result. A rank's error is raised as soon as it arrives: the other ranks may be stuck in
-    a collective waiting for the failed one and would never return."""
+    """Every rank's result. An error is raised as soon as one arrives (the other ranks may be stuck in a
+    collective waiting for the failed rank); a dead rank is named first, since the errors its peers then
+    raise (a closed connection) are only its echo."""
     pending = list(refs)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
-        ray.get(done)
+        try:
+            ray.get(done)
+        except ray.exceptions.RayError as error:
+            echoes, _ = ray.wait(pending, num_returns=len(pending), timeout=ECHO_WAIT_S)
+            for ref in [*done, *echoes]:
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayActorError as lost:
+                    raise TrainerRankLost(
+                        f"trainer rank {refs.index(ref)} of {len(refs)} died ({type(lost).__name__}, the "
+                        "cause is below); a process group cannot take a new rank, so restart the run with "
+                        "resume=true to continue from its last checkpoint"
+                    ) from lost
+                except ray.exceptions.RayError:
+                    pass
+            raise error
     return ray.get(refs)
 
 
@@ -109,9 +130,6 @@ class TrainerGroup:
         """A reference to the full weights (gathered by all ranks, stored by rank 0) and their version.
         Engines resolve the reference themselves, so the tensors never pass through the driver."""
         return self._call("weights")[0]
-
-    def version(self) -> int:
-        return ray.get(self.handles[0].version.remote())
 
     def save(self, directory: str) -> None:
         """A checkpoint as the backend writes it (torch: full state from rank 0 plus each rank's RNG;

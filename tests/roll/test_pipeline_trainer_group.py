@@ -1,6 +1,6 @@
 """The trainer group on Ray: two trainer actors in one gloo process group (FSDP2, CPU) take the same step as
-one actor, save and load a checkpoint together, and train a short `roll train` run whose engines get every
-new version."""
+one actor, save and load a checkpoint together, report a dead rank, and train a short `roll train` run whose
+engines get every new version."""
 
 from __future__ import annotations
 
@@ -88,6 +88,10 @@ def world(trainers) -> list[tuple[int, int]]:
 
 @pytest.mark.slow
 def test_two_ranks_take_the_same_step_as_one(ray_session: None, tmp_path: Path) -> None:
+    import ray
+
+    from roll.pipeline.trainer_group import TrainerRankLost
+
     single, pair = group(1), group(2)
     try:
         single.ready()
@@ -122,6 +126,11 @@ def test_two_ranks_take_the_same_step_as_one(ray_session: None, tmp_path: Path) 
 
         pair.export_hf(str(tmp_path / "hf"))
         assert (tmp_path / "hf" / "config.json").is_file()
+
+        # A dead rank is named at the next call; rank 0, stuck or failing in a collective, is not waited for.
+        ray.kill(pair.handles[1])
+        with pytest.raises(TrainerRankLost, match="trainer rank 1 of 2 died"):
+            pair.train_step(trajectories(seed=3))
     finally:
         single.kill()
         pair.kill()
