@@ -17,6 +17,7 @@ from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
 
+pytestmark = pytest.mark.slow
 ABORT_WAIT_S = 60.0
 
 
