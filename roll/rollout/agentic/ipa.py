@@ -73,8 +73,15 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
     }
 
     def proxy_config(temperature: float) -> ProxyConfig:
+        # A call may take as long as its episode on a loaded machine; one that timed out is not retried
+        # (the engine would start the same generation over).
         return ProxyConfig(
-            mode="train", upstream_url=engine.url, max_tokens=config.max_tokens, temperature=temperature
+            mode="train",
+            upstream_url=engine.url,
+            max_tokens=config.max_tokens,
+            temperature=temperature,
+            timeout_s=config.agent_timeout_s,
+            max_retries=0,
         )
 
     with (
