@@ -108,8 +108,9 @@ def should_shrink(cluster: Cluster, config: TrainConfig) -> bool:
 def evaluate(
     cluster: Cluster, config: TrainConfig, log: RunLog, step: int, label: str, model: str | None = None
 ) -> None:
-    """Fixed seeds, sampled as eval.sampling says; the same seeds at every evaluation. `model` names the
-    weights the engines hold when they are not the run's own."""
+    """Fixed seeds, sampled as eval.sampling says; the same seeds (and sampling seeds) at every evaluation,
+    so two evaluations compare pairwise (the summary's sign test). `model` names the weights the engines
+    hold when they are not the run's own."""
     seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)
     if not seeds:
         return
@@ -123,6 +124,7 @@ def evaluate(
             **({"model": model} if model else {}),
             **episode_metrics(played),
             "failed": len(results) - len(played),
+            "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
             "time_s": time.perf_counter() - started,
         }
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from types import TracebackType
 from typing import Any
 
@@ -77,5 +79,31 @@ def print_summary(
     if played:
         path = " → ".join(f"{row['label']} {row['success']:.0%}" for row in played)
         console.print(f"Eval success: {path}")
+    for before, after in itertools.pairwise(played):
+        if line := paired_line(before, after):
+            console.print(line)
     if wall_s is not None:
         console.print(f"Wall time of this run: {wall_s / 60:.1f} min")
+
+
+def sign_test_p(gained: int, lost: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test): the chance of a split at least this uneven of the
+    seeds only one of two evaluations won, were both equally good."""
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(gained, lost) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_line(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    """The seed-by-seed comparison of two evaluations of the same seeds (None without per-seed results)."""
+    if "won_seeds" not in before or "won_seeds" not in after or before["episodes"] != after["episodes"]:
+        return None
+    won_before, won_after = set(before["won_seeds"]), set(after["won_seeds"])
+    gained, lost = len(won_after - won_before), len(won_before - won_after)
+    return (
+        f"{after['label']} vs {before['label']}, seed by seed: won {gained} that it had lost, lost {lost} "
+        f"that it had won (both won {len(won_before & won_after)}); "
+        f"sign test p = {sign_test_p(gained, lost):.3f}"
+    )

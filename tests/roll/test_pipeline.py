@@ -63,7 +63,10 @@ def check_run(
         assert record["episodes"] >= 2 and record["train/loss_tokens"] > 0
         assert record["staleness_max"] <= async_ratio  # no trained chunk older than the bound
         assert record["workers_lost"] == 0 and record["buffer/infra_failed"] == 0
-    evals = [(e["label"], e["step"], e["episodes"]) for e in read_jsonl(run_dir / "eval.jsonl")]
+    eval_records = read_jsonl(run_dir / "eval.jsonl")
+    for record in eval_records:  # the seeds won, for the summary's seed-by-seed comparison
+        assert len(record["won_seeds"]) == round(record["success"] * record["episodes"])
+    evals = [(e["label"], e["step"], e["episodes"]) for e in eval_records]
     assert evals == [*((label, 0, 2) for label in first_evals), ("after RL", steps, 2)]
     assert (run_dir / "checkpoints" / f"step_{steps:06d}" / "pipeline.json").is_file()
     assert any((run_dir / "tensorboard").iterdir())
@@ -190,3 +193,18 @@ def test_resume_after_the_driver_is_killed(ray_session: None, tmp_path: Path) ->
     check_run(run_dir, steps=3, async_ratio=1)  # each step exactly once, across the kill
     checkpoint = json.loads((run_dir / "checkpoints" / "step_000003" / "checkpoint.json").read_text())
     assert checkpoint["step"] == 3
+
+
+def test_summary_compares_evaluations_seed_by_seed() -> None:
+    from roll.pipeline.display import paired_line, sign_test_p
+
+    assert sign_test_p(0, 0) == 1.0
+    assert sign_test_p(3, 3) == 1.0
+    assert sign_test_p(10, 0) == pytest.approx(2 / 2**10)
+    assert sign_test_p(1, 4) == pytest.approx(2 * (1 + 5) / 2**5)  # P(<= 1 of 5), both tails
+    before = {"label": "after SFT", "episodes": 4, "won_seeds": [0, 1]}
+    after = {"label": "after RL", "episodes": 4, "won_seeds": [1, 2, 3]}
+    line = paired_line(before, after)
+    assert line is not None and "won 2 that it had lost, lost 1 that it had won (both won 1)" in line
+    assert line.endswith("p = 1.000")
+    assert paired_line({"label": "old", "episodes": 4}, after) is None
