@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import ray
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
     from roll.algo.config import LossConfig
     from roll.engine.protocol import InferenceEngine
+    from roll.engine.sglang.translate import TensorSpec
     from roll.pipeline.config import EngineConfig
     from roll.trainer.distributed import Rendezvous
     from roll.trainer.select import TrainerConfig
@@ -33,6 +35,17 @@ def build_engine(model: str, config: EngineConfig, base_gpu_id: int) -> Inferenc
     from roll.models import load_model
 
     return TorchEngine(load_model(model), config)
+
+
+@runtime_checkable
+class BroadcastsWeights(Protocol):
+    """A train backend that sends weights to engines over a process group of its own (Megatron's)."""
+
+    def join_weight_group(self, master_address: str, master_port: int, world_size: int) -> None: ...
+
+    def weight_specs(self) -> list[TensorSpec]: ...
+
+    def broadcast_weights(self) -> int: ...
 
 
 class TrainerActor:
@@ -85,6 +98,28 @@ class TrainerActor:
         part in gathering them and return None; a reference keeps the reply small on every rank."""
         weights = self.backend.state_dict_for_inference()
         return (ray.put(weights.state_dict), weights.version) if self.rank == 0 else None
+
+    def version(self) -> int:
+        return self.backend.version
+
+    def join_weight_group(self, master_address: str, master_port: int, world_size: int) -> None:
+        """This rank's part in forming the weights group with the engines (weight_update: distributed)."""
+        self._broadcaster().join_weight_group(master_address, master_port, world_size)
+
+    def weight_specs(self) -> list[TensorSpec]:
+        return self._broadcaster().weight_specs()
+
+    def broadcast_weights(self) -> int:
+        """This rank's part in sending the weights to the engines (rank 0 broadcasts); returns the version."""
+        return self._broadcaster().broadcast_weights()
+
+    def _broadcaster(self) -> BroadcastsWeights:
+        if not isinstance(self.backend, BroadcastsWeights):
+            raise TypeError(
+                f"the {type(self.backend).__name__} train backend cannot broadcast weights to engines; "
+                "set engines.engine.weight_update: tensor, or use trainer.type: megatron"
+            )
+        return self.backend
 
     def save(self, directory: str) -> None:
         self.backend.save(Path(directory))
@@ -146,14 +181,33 @@ class EngineActor:
     async def update_weights(
         self, weights: dict[str, torch.Tensor] | str, version: int, mode: Literal["finish", "abort"]
     ) -> int:
+        source = Path(weights) if isinstance(weights, str) else weights
+        return await self._between_requests(mode, lambda: self.engine.update_weights(source, version))
+
+    async def join_weight_group(
+        self, master_address: str, master_port: int, rank_offset: int, world_size: int
+    ) -> None:
+        """Join the trainer's weights group (weight_update: distributed; SGLang engines only)."""
+        await self.engine.join_weight_group(master_address, master_port, rank_offset, world_size)
+
+    async def update_weights_from_group(
+        self, specs: list[TensorSpec], version: int, mode: Literal["finish", "abort"]
+    ) -> int:
+        """Receive the weights trainer rank 0 broadcasts meanwhile (weight_update: distributed)."""
+        return await self._between_requests(
+            mode, lambda: self.engine.update_weights_from_group(specs, version)
+        )
+
+    async def _between_requests(
+        self, mode: Literal["finish", "abort"], update: Callable[[], Awaitable[None]]
+    ) -> int:
         self._open.clear()
         try:
             if mode == "abort":
                 for request_id in list(self._in_flight):
                     await self.engine.abort(request_id)
             await self._drained.wait()
-            source = Path(weights) if isinstance(weights, str) else weights
-            await self.engine.update_weights(source, version)
+            await update()
         finally:
             self._open.set()
         return self.engine.weight_version

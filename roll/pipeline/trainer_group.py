@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import torch
 
     from roll.algo.config import LossConfig
+    from roll.engine.sglang.translate import TensorSpec
     from roll.pipeline.config import ResourcesConfig
     from roll.trainer.select import TrainerConfig
     from roll.types import Trajectory
@@ -64,14 +65,17 @@ def by_node(node_ips: list[str]) -> list[int]:
     return sorted(range(len(node_ips)), key=lambda i: (nodes.index(node_ips[i]), i))
 
 
-class TrainerRankLost(RuntimeError):
-    """A trainer rank's process died: its process group cannot go on without it."""
+class RankLost(RuntimeError):
+    """A member of a process group (a trainer rank, an engine in the weights group) died: the group cannot
+    go on without it."""
 
 
-def all_ranks(refs: list[ray.ObjectRef]) -> list[Any]:
-    """Every rank's result. An error is raised as soon as one arrives (the other ranks may be stuck in a
-    collective waiting for the failed rank); a dead rank is named first, since the errors its peers then
-    raise (a closed connection) are only its echo."""
+def all_ranks(refs: list[ray.ObjectRef], names: list[str] | None = None) -> list[Any]:
+    """Every member's result (`names`: who made each call; default trainer ranks in order). An error is
+    raised as soon as one arrives (the others may be stuck in a collective waiting for the failed member);
+    a dead member is named first, since the errors its peers then raise (a closed connection) are only its
+    echo."""
+    names = names or [f"trainer rank {rank} of {len(refs)}" for rank in range(len(refs))]
     pending = list(refs)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
@@ -83,10 +87,10 @@ def all_ranks(refs: list[ray.ObjectRef]) -> list[Any]:
                 try:
                     ray.get(ref)
                 except ray.exceptions.RayActorError as lost:
-                    raise TrainerRankLost(
-                        f"trainer rank {refs.index(ref)} of {len(refs)} died ({type(lost).__name__}, the "
-                        "cause is below); a process group cannot take a new rank, so restart the run with "
-                        "resume=true to continue from its last checkpoint"
+                    raise RankLost(
+                        f"{names[refs.index(ref)]} died ({type(lost).__name__}, the cause is below); a "
+                        "process group cannot take a new member, so restart the run with resume=true to "
+                        "continue from its last checkpoint"
                     ) from lost
                 except ray.exceptions.RayError:
                     pass
@@ -130,6 +134,31 @@ class TrainerGroup:
         """A reference to the full weights (gathered by all ranks, stored by rank 0) and their version.
         Engines resolve the reference themselves, so the tensors never pass through the driver."""
         return self._call("weights")[0]
+
+    def version(self) -> int:
+        return ray.get(self.handles[0].version.remote())
+
+    def weight_group_address(self) -> tuple[str, int]:
+        """Where the weights group with the engines gets its store: rank 0's node and a free port there."""
+        rank0 = self.handles[0]
+        return ray.get(rank0.node_ip.remote()), ray.get(rank0.free_port.remote())
+
+    def rank_names(self) -> list[str]:
+        return [f"trainer rank {rank} of {len(self.handles)}" for rank in range(len(self.handles))]
+
+    def join_weight_group(self, address: str, port: int, world_size: int) -> list[ray.ObjectRef]:
+        """Start every rank's part in forming the weights group (rank 0 is its rank 0); wait on the calls
+        together with the engines' joins, which run at the same time."""
+        return [h.join_weight_group.remote(address, port, world_size) for h in self.handles]
+
+    def weight_specs(self) -> list[TensorSpec]:
+        """Names, dtypes and shapes of what `broadcast_weights` sends, in order."""
+        return ray.get(self.handles[0].weight_specs.remote())
+
+    def broadcast_weights(self) -> list[ray.ObjectRef]:
+        """Start the weights' broadcast (gathered by all ranks, sent by rank 0); wait on the calls together
+        with the engines' receives."""
+        return [h.broadcast_weights.remote() for h in self.handles]
 
     def save(self, directory: str) -> None:
         """A checkpoint as the backend writes it (torch: full state from rank 0 plus each rank's RNG;

@@ -5,6 +5,7 @@ engines get every new version."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -65,6 +66,22 @@ def test_ranks_are_numbered_node_by_node_with_the_store_on_rank_0s_node() -> Non
     assert process_group_backend(MegatronBackendConfig()) == "nccl"
 
 
+def test_weights_broadcast_to_engines_needs_the_megatron_trainer(tmp_path: Path) -> None:
+    from roll.config import validate_config
+    from roll.pipeline.cluster import PipelineError, broadcasts_weights
+    from roll.pipeline.config import TrainConfig
+
+    def config(**overrides: Any) -> TrainConfig:
+        return validate_config(TrainConfig, tiny_config(tmp_path, **overrides))
+
+    sglang = {"engine": {"type": "sglang", "weight_update": "distributed"}}
+    megatron = {"type": "megatron", "model": MODEL}
+    assert broadcasts_weights(config(engines=sglang, trainer=megatron))
+    assert not broadcasts_weights(config(trainer=megatron))
+    with pytest.raises(PipelineError, match=r"weight_update: distributed needs trainer\.type: megatron"):
+        broadcasts_weights(config(engines=sglang))
+
+
 def test_roles_that_do_not_fit_the_local_ray_are_refused(ray_session: None, tmp_path: Path) -> None:
     from roll.config import validate_config
     from roll.pipeline.cluster import Cluster, PipelineError
@@ -90,7 +107,7 @@ def world(trainers) -> list[tuple[int, int]]:
 def test_two_ranks_take_the_same_step_as_one(ray_session: None, tmp_path: Path) -> None:
     import ray
 
-    from roll.pipeline.trainer_group import TrainerRankLost
+    from roll.pipeline.trainer_group import RankLost
 
     single, pair = group(1), group(2)
     try:
@@ -129,7 +146,7 @@ def test_two_ranks_take_the_same_step_as_one(ray_session: None, tmp_path: Path) 
 
         # A dead rank is named at the next call; rank 0, stuck or failing in a collective, is not waited for.
         ray.kill(pair.handles[1])
-        with pytest.raises(TrainerRankLost, match="trainer rank 1 of 2 died"):
+        with pytest.raises(RankLost, match="trainer rank 1 of 2 died"):
             pair.train_step(trajectories(seed=3))
     finally:
         single.kill()
