@@ -5,7 +5,7 @@ engines get every new version."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
@@ -15,6 +15,9 @@ from roll.algo.config import IPALossConfig
 from roll.pipeline.config import ResourcesConfig
 from roll.trainer.config import OptimizerConfig, TorchBackendConfig
 from roll.types import Chunk, Trajectory
+
+if TYPE_CHECKING:
+    from roll.pipeline.trainer_group import TrainerGroup
 
 MODEL = "builtin:tiny-qwen3-moe"
 TOLERANCE = 1e-6  # absolute, on every weight after one AdamW step at lr 1e-3 (float32 sums differ in order)
@@ -32,7 +35,7 @@ def trajectories(seed: int) -> list[Trajectory]:
     return out
 
 
-def group(ranks: int):  # -> TrainerGroup (imported late: Ray's import is heavy)
+def group(ranks: int) -> TrainerGroup:
     from roll.pipeline.trainer_group import TrainerGroup
 
     config = TorchBackendConfig(model=MODEL, micro_batch_tokens=1, optimizer=OptimizerConfig(lr=1e-3))
@@ -40,7 +43,7 @@ def group(ranks: int):  # -> TrainerGroup (imported late: Ray's import is heavy)
     return TrainerGroup(config, IPALossConfig(group_baseline=True, mismatch_high=100.0), resources)
 
 
-def weights(trainers) -> tuple[dict[str, torch.Tensor], int]:
+def weights(trainers: TrainerGroup) -> tuple[dict[str, torch.Tensor], int]:
     import ray
 
     ref, version = trainers.weights()
@@ -93,11 +96,11 @@ def test_roles_that_do_not_fit_the_local_ray_are_refused(ray_session: None, tmp_
         Cluster(config, config.trainer.model, step=0, next_group=0)
 
 
-def world(trainers) -> list[tuple[int, int]]:
+def world(trainers: TrainerGroup) -> list[tuple[int, int]]:
     """Each rank's (rank, world size) as its backend sees them."""
     import ray
 
-    def backend_world(actor):
+    def backend_world(actor: Any) -> tuple[int, int]:
         return actor.backend.rank, actor.backend.world_size
 
     return ray.get([h.__ray_call__.remote(backend_world) for h in trainers.handles])
