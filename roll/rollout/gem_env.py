@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
+def action_text(completion: str) -> str:
+    """What the env gets from a reply: the text after a reasoning block (Qwen3's `<think>...</think>`), as a
+    thinking model's reasoning is not part of its move; the chunk keeps every generated token."""
+    _, closed, after = completion.rpartition("</think>")
+    return after.lstrip() if closed else completion
+
+
 def _close(env: Any) -> None:
     """Release what an env holds (a ROCK env's sandbox); local GEM envs need nothing."""
     close = getattr(env, "close", None)
@@ -150,10 +157,11 @@ class GEMEnvManager:
                 )
             )
             truncated_outputs += completion.finish_reason == "length"
-            if self.format_pattern is not None and not self.format_pattern.search(completion.text):
+            action = action_text(completion.text)
+            if self.format_pattern is not None and not self.format_pattern.search(action):
                 format_errors += 1
             tick = time.perf_counter()
-            observation, reward, terminated, truncated, _ = await asyncio.to_thread(env.step, completion.text)
+            observation, reward, terminated, truncated, _ = await asyncio.to_thread(env.step, action)
             env_s += time.perf_counter() - tick
             rewards.append(float(reward))
             if terminated or truncated:
