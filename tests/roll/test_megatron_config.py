@@ -48,13 +48,36 @@ def test_defaults_and_overrides_load() -> None:
         ("dtype=float16", "dtype: Input should be 'bfloat16' or 'float32'"),
         ("pipeline_parallel=2", "pipeline_parallel: unknown key (allowed keys: activation_recompute,"),
         ("sequence_parallel=true", "sequence_parallel needs tensor_parallel_size > 1"),
-        ("context_parallel_size=2", "context_parallel_size must be 1: context parallelism needs Transformer"),
     ],
 )
 def test_bad_values_name_the_key(override: str, message: str) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(MegatronBackendConfig, None, [override])
     assert message in str(error.value)
+
+
+def test_context_parallel_needs_bfloat16() -> None:
+    with pytest.raises(ConfigError, match="context_parallel_size > 1 needs dtype: bfloat16"):
+        load_config(MegatronBackendConfig, None, ["context_parallel_size=2", "dtype=float32"])
+    assert load_config(MegatronBackendConfig, None, ["context_parallel_size=2"]).model_parallel_size == 2
+
+
+def test_context_parallel_needs_transformer_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package check runs with the layout check (on the trainer's machine), not when a config loads."""
+    import roll.trainer.megatron.config as megatron_config
+
+    config = MegatronBackendConfig(context_parallel_size=2)
+    monkeypatch.setattr(megatron_config, "transformer_engine_installed", lambda: False)
+    with pytest.raises(ModelLayoutError) as error:
+        check_against_model(config, LLAMA, world_size=2)
+    assert str(error.value) == (
+        "trainer.context_parallel_size=2 needs Transformer Engine's attention, and transformer_engine is not "
+        "importable here: pip install 'transformer-engine[pytorch]' on every GPU node, or set "
+        "trainer.context_parallel_size: 1"
+    )
+    monkeypatch.setattr(megatron_config, "transformer_engine_installed", lambda: True)
+    check_against_model(config, LLAMA, world_size=4)
+    check_against_model(MegatronBackendConfig(), LLAMA, world_size=1)
 
 
 def test_expert_and_tensor_parallel_need_sequence_parallel() -> None:

@@ -1,11 +1,13 @@
-"""`TrainBackend` on megatron-core: a Hugging Face model trained with tensor/pipeline/expert parallelism.
+"""`TrainBackend` on megatron-core: a Hugging Face model trained with tensor/pipeline/expert/context
+parallelism.
 
 Launch one process per GPU (torchrun or Ray workers setting RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
 MASTER_PORT); a single process without them runs alone. Every rank gets the same full batch: micro-batches
 (whole trajectories within `micro_batch_tokens`) are dealt to data parallel ranks, and the pipeline schedule
 of megatron-core runs them. Each micro-batch's loss is its share of the whole batch's loss, multiplied by
 the number of micro-batches and data parallel ranks because megatron-core divides by both; so one step is
-the same update as the torch backend's.
+the same update as the torch backend's. Under context parallelism the ranks of a CP group share each
+micro-batch's tokens and gather its logprobs back (`context_parallel`), so the loss code is the same.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from roll.algo.losses import summarize
 from roll.trainer.distributed import gather_objects
 from roll.trainer.megatron.checkpoint import load_checkpoint, save_checkpoint
 from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
-from roll.trainer.megatron.forward import packed_inputs, padded_length, token_logprobs
+from roll.trainer.megatron.context_parallel import row_length
+from roll.trainer.megatron.forward import packed_inputs, token_logprobs
 from roll.trainer.megatron.mapping import ModelShape, to_transformers_layout
 from roll.trainer.megatron.weight_sync import broadcast_buckets, init_weight_group, weight_specs
 from roll.trainer.megatron.weights import (
@@ -42,6 +45,7 @@ from roll.trainer.schedule import lr_factor
 if TYPE_CHECKING:
     from roll.algo.losses import Loss, LossOutput
     from roll.engine.sglang.translate import TensorSpec
+    from roll.trainer.megatron.context_parallel import ContextShard
     from roll.types import PackedBatch
 
 
@@ -142,8 +146,11 @@ class MegatronBackend:
         self._weight_group: dist.ProcessGroup | None = None  # rank 0, once engines joined (distributed sync)
         self._dp_rank = ps.get_data_parallel_rank()
         self._dp_size = ps.get_data_parallel_world_size()
-        # One rank per data parallel replica reports results: last pipeline stage, tensor rank 0.
-        self._reports = ps.is_pipeline_last_stage() and ps.get_tensor_model_parallel_rank() == 0
+        self._cp_rank = ps.get_context_parallel_rank()
+        # One rank per data parallel replica reports results: last pipeline stage, tensor and context rank 0.
+        self._reports = (
+            ps.is_pipeline_last_stage() and ps.get_tensor_model_parallel_rank() == 0 and self._cp_rank == 0
+        )
 
     def _setup_optimizer(self) -> None:
         from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
@@ -172,21 +179,25 @@ class MegatronBackend:
             self._dp_rank,
             self._dp_size,
             self.config.tensor_parallel_size,
+            self.config.context_parallel_size,
         )
 
     def _schedule(
         self, micro_batches: list[tuple[PackedBatch, bool]], length: int, forward_only: bool, on_logits: Any
     ) -> None:
-        """Run megatron-core's pipeline schedule; `on_logits(micro, real, logits)` is its loss function."""
+        """Run megatron-core's pipeline schedule; `on_logits(micro, real, shard, logits)` is its loss
+        function (`shard`: this rank's share under context parallelism, else None)."""
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
         def forward_step(data_iterator: Iterator[tuple[PackedBatch, bool]], model: torch.nn.Module):
             micro, real = next(data_iterator)
-            inputs = packed_inputs(micro, length, self.device)
+            inputs = packed_inputs(
+                micro, length, self.device, self.config.context_parallel_size, self._cp_rank
+            )
             output = model(
                 inputs.input_ids, inputs.position_ids, None, packed_seq_params=inputs.packed_seq_params
             )
-            return output, partial(on_logits, micro, real)
+            return output, partial(on_logits, micro, real, inputs.shard)
 
         get_forward_backward_func()(
             forward_step_func=forward_step,
@@ -205,9 +216,9 @@ class MegatronBackend:
         micro_batches, length = self._my_micro_batches(batch)
         results: list[torch.Tensor] = []
 
-        def on_logits(micro: PackedBatch, real: bool, logits: torch.Tensor):
+        def on_logits(micro: PackedBatch, real: bool, shard: ContextShard | None, logits: torch.Tensor):
             if real:
-                values, _ = token_logprobs(logits, micro, self.shape.vocab_size, False)
+                values, _ = token_logprobs(logits, micro, self.shape.vocab_size, False, shard)
                 results.append(values.cpu())
             return logits.new_zeros(()), {}
 
@@ -252,11 +263,11 @@ class MegatronBackend:
         scale = len(micro_batches) * self._dp_size
         outputs: list[LossOutput] = []
 
-        def on_logits(micro: PackedBatch, real: bool, logits: torch.Tensor):
+        def on_logits(micro: PackedBatch, real: bool, shard: ContextShard | None, logits: torch.Tensor):
             if not real:  # an idle pass: no gradient, same collectives
                 return logits.sum() * 0.0, {}
             logprobs, entropy = token_logprobs(
-                logits, micro, self.shape.vocab_size, self.config.compute_entropy
+                logits, micro, self.shape.vocab_size, self.config.compute_entropy, shard
             )
             micro = _on_device(micro, logprobs.device)
             old = micro.old_logprobs if micro.old_logprobs is not None else logprobs.detach()
@@ -330,20 +341,25 @@ class MegatronBackend:
 
 
 def deal_micro_batches(
-    batch: PackedBatch, token_budget: int, dp_rank: int, dp_size: int, length_multiple: int
+    batch: PackedBatch,
+    token_budget: int,
+    dp_rank: int,
+    dp_size: int,
+    length_multiple: int,
+    context_parallel_size: int = 1,
 ) -> tuple[list[tuple[PackedBatch, bool]], int]:
     """Data parallel rank `dp_rank`'s micro-batches as (batch, real), dealt round-robin; unreal ones are idle
-    passes over the first trajectory so every replica runs as many. Also their common padded length (a
-    multiple of `length_multiple`, the tensor parallel size, for sequence parallelism; the pipeline schedule
-    needs one length for all micro-batches)."""
+    passes over the first trajectory so every replica runs as many. Also their common padded row length
+    (`context_parallel.row_length` with `length_multiple`, the tensor parallel size, for sequence
+    parallelism; the pipeline schedule needs one length for all micro-batches)."""
     if batch.num_trajectories == 0:
         raise ValueError("the batch holds no trajectory; pass at least one")
     plan = plan_micro_batches(batch, token_budget)
     rounds = -(-len(plan) // dp_size)
     mine = [(batch.slice_trajectories(start, end), True) for start, end in plan[dp_rank::dp_size]]
     mine += [(batch.slice_trajectories(0, 1), False)] * (rounds - len(mine))
-    longest = max(micro.num_tokens for micro, _ in mine)
-    return mine, padded_length(longest, length_multiple)
+    length = max(row_length(micro.seq_lens, length_multiple, context_parallel_size) for micro, _ in mine)
+    return mine, length
 
 
 def assemble_token_values(

@@ -1,12 +1,14 @@
 """Config of the Megatron-core train backend (importable without torch or megatron-core).
 
 `MegatronBackendConfig` checks what it can alone (sizes positive, sequence parallel needs tensor parallel);
-`check_against_model` checks the parallel layout against a Hugging Face `config.json` and the world size,
-before any GPU work starts.
+`check_against_model` checks the parallel layout against a Hugging Face `config.json`, the world size and
+the installed packages (context parallelism needs Transformer Engine), before any GPU work starts. The
+package check is not a config-time rule, so a config file validates on a machine without the GPU stack.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -34,8 +36,8 @@ class MegatronBackendConfig(StrictConfig):
     context_parallel_size: int = Field(
         1,
         ge=1,
-        description="Context parallel ranks (sequence split); only 1 for now: splitting sequences over ranks "
-        "needs Transformer Engine's attention, which this backend does not use.",
+        description="Context parallel ranks: every sequence split over them (long contexts); above 1 needs "
+        "Transformer Engine installed and dtype bfloat16.",
     )
     sequence_parallel: bool = Field(
         False, description="Split norms and dropout along the sequence across tensor parallel ranks."
@@ -65,10 +67,11 @@ class MegatronBackendConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _parallel_layout(self) -> MegatronBackendConfig:
-        if self.context_parallel_size > 1:
+        if self.context_parallel_size > 1 and self.dtype != "bfloat16":
             raise ValueError(
-                "context_parallel_size must be 1: context parallelism needs Transformer Engine attention, "
-                "which this backend does not use; use tensor/expert/pipeline parallelism for long contexts"
+                "context_parallel_size > 1 needs dtype: bfloat16 (Transformer Engine's context parallel "
+                "attention runs only in its 16-bit flash/fused kernels); set dtype: bfloat16 or "
+                "context_parallel_size: 1"
             )
         if self.sequence_parallel and self.tensor_parallel_size == 1:
             raise ValueError(
@@ -95,6 +98,7 @@ class ModelLayoutError(ValueError):
 def check_against_model(config: MegatronBackendConfig, hf_config: dict[str, Any], world_size: int) -> None:
     """Raise `ModelLayoutError` if the layout cannot split this model (`config.json` as a dict) over
     `world_size` ranks."""
+    require_transformer_engine(config.context_parallel_size)
     model_type = hf_config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelLayoutError(
@@ -136,6 +140,20 @@ def check_against_model(config: MegatronBackendConfig, hf_config: dict[str, Any]
             f"world size {world_size} is not a multiple of expert_parallel_size x "
             f"expert_tensor_parallel_size x pipeline_parallel_size = {expert_ranks}; change those sizes"
         )
+
+
+def require_transformer_engine(context_parallel_size: int) -> None:
+    """Raise `ModelLayoutError` if context parallelism is asked for and Transformer Engine is missing."""
+    if context_parallel_size > 1 and not transformer_engine_installed():
+        raise ModelLayoutError(
+            f"trainer.context_parallel_size={context_parallel_size} needs Transformer Engine's attention, "
+            "and transformer_engine is not importable here: pip install 'transformer-engine[pytorch]' on "
+            "every GPU node, or set trainer.context_parallel_size: 1"
+        )
+
+
+def transformer_engine_installed() -> bool:
+    return importlib.util.find_spec("transformer_engine") is not None
 
 
 def _divides(key: str, size: int, model_key: str, value: int) -> None:

@@ -4,7 +4,10 @@ The layer spec is megatron-core's local one (no Transformer Engine, no Apex), so
 PyTorch does with megatron-core installed: RMSNorm, SwiGLU, RoPE, optional QK-norm and QKV bias, and for
 MoE models a top-k softmax router over per-expert MLPs (SequentialMLP). Two modules of the spec are ours:
 the norm (`RMSNorm`, which also works under sequence parallelism) and the core attention
-(`attention.PackedSequenceAttention`, per-sequence attention over packed rows).
+(`attention.PackedSequenceAttention`, per-sequence attention over packed rows). Under context parallelism
+the core attention is Transformer Engine's (`TEDotProductAttention`, the only one in megatron-core that
+splits sequences over ranks) and the rest of the spec stays local: the core attention holds no weights,
+so names, shapes and the whole weight path are the same for every context parallel size.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from roll.trainer.megatron.config import MegatronBackendConfig
+from roll.trainer.megatron.config import MegatronBackendConfig, require_transformer_engine
 from roll.trainer.megatron.mapping import ModelShape, num_experts
 from roll.trainer.megatron.sharding import padded_vocab_size
 
@@ -45,22 +48,34 @@ class RMSNorm(torch.nn.RMSNorm):
         self.weight.sequence_parallel = config.sequence_parallel
 
 
-def _with_our_modules(spec: Any) -> Any:
-    """A copy of a layer spec tree with megatron-core's norms replaced by `RMSNorm` and its local core
-    attention by `PackedSequenceAttention`."""
-    from megatron.core.transformer.dot_product_attention import DotProductAttention
+def _core_attention(context_parallel_size: int) -> type:
+    """`PackedSequenceAttention`, or Transformer Engine's attention under context parallelism."""
+    if context_parallel_size == 1:
+        from roll.trainer.megatron.attention import PackedSequenceAttention
 
-    from roll.trainer.megatron.attention import PackedSequenceAttention
+        return PackedSequenceAttention
+    require_transformer_engine(context_parallel_size)
+    from megatron.core.extensions.transformer_engine import TEDotProductAttention
+
+    return TEDotProductAttention
+
+
+def _with_our_modules(spec: Any, core_attention: type) -> Any:
+    """A copy of a layer spec tree with megatron-core's norms replaced by `RMSNorm` and its local core
+    attention by `core_attention`."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
 
     if isinstance(spec, type):
         if spec.__name__ in _MEGATRON_NORMS:
             return RMSNorm
-        return PackedSequenceAttention if spec is DotProductAttention else spec
+        return core_attention if spec is DotProductAttention else spec
     if isinstance(spec, list):
-        return [_with_our_modules(item) for item in spec]
+        return [_with_our_modules(item, core_attention) for item in spec]
     if dataclasses.is_dataclass(spec):
         fields = {
-            f.name: _with_our_modules(getattr(spec, f.name)) for f in dataclasses.fields(spec) if f.init
+            f.name: _with_our_modules(getattr(spec, f.name), core_attention)
+            for f in dataclasses.fields(spec)
+            if f.init
         }
         return dataclasses.replace(spec, **fields)
     return spec
@@ -158,6 +173,8 @@ def transformer_config(hf: dict[str, Any], config: MegatronBackendConfig) -> Tra
         expert_model_parallel_size=config.expert_parallel_size,
         expert_tensor_parallel_size=config.expert_tensor_parallel_size,
         context_parallel_size=config.context_parallel_size,
+        # Transformer Engine's ring exchange of keys and values: its only CP mode for THD (packed) rows.
+        cp_comm_type="p2p" if config.context_parallel_size > 1 else None,
         sequence_parallel=config.sequence_parallel,
         bf16=bf16,
         params_dtype=dtype,
@@ -191,7 +208,8 @@ def build_gpt_model(hf: dict[str, Any], config: MegatronBackendConfig) -> GPTMod
     shape = ModelShape.from_hf(hf)
     tf_config = transformer_config(hf, config)
     spec = _with_our_modules(
-        get_gpt_decoder_block_spec(tf_config, use_transformer_engine=False, normalization="RMSNorm")
+        get_gpt_decoder_block_spec(tf_config, use_transformer_engine=False, normalization="RMSNorm"),
+        _core_attention(config.context_parallel_size),
     )
     return GPTModel(
         config=tf_config,
