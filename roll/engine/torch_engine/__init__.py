@@ -12,6 +12,8 @@ How a request flows (one worker thread does all model work; the asyncio side onl
   position ids; rows join and leave at any step.
 - `attention.py`: decode attention that reads the shared prefix once for all rows (one matrix product), not
   once per row.
+- `packed_linear.py`: on CPU the engine's passes run the model's linear layers through oneDNN with weights
+  packed once (MKL's sgemm is 2-4x slower at a decode step's few rows).
 - `prefix_cache.py`: KV of recent prompts and finished conversations, reused by prompts that start alike.
 - `sampling.py`: greedy/temperature/top-k/top-p with one seeded generator per completion; reported logprobs
   are the raw model distribution's.

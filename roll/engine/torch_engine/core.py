@@ -22,6 +22,7 @@ from roll.engine.torch_engine.attention import SHARED_PREFIX_KV, engine_attentio
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.engine.torch_engine.detokenize import IncrementalDetokenizer
 from roll.engine.torch_engine.kv_cache import BatchKVCache
+from roll.engine.torch_engine.packed_linear import PackedLinears, packing_supported
 from roll.engine.torch_engine.prefix_cache import PrefixCache
 from roll.engine.torch_engine.sampling import SampledToken, sample_tokens
 from roll.engine.torch_engine.sequence import PrefillJob, Sequence
@@ -122,6 +123,10 @@ class EngineCore:
         self.waiting: deque[PrefillJob] = deque()
         self.prefix_cache = PrefixCache(config.prefix_cache_tokens, config.prefix_min_match)
         self._offloaded: OffloadedWeights | None = None
+        self._linears = PackedLinears(model)
+        self._pack_linears = packing_supported(model)
+        if self._pack_linears:
+            self._linears.pack()
         self._seeds = torch.Generator().manual_seed(config.seed)
         self.prompt_tokens = 0
         self.prefix_hit_tokens = 0
@@ -231,6 +236,8 @@ class EngineCore:
             raise EngineError("the engine is asleep: await wake() before update_weights()")
         assert weights is not None
         load_into(self.model, read_weights(weights, self.model))
+        if self._pack_linears:
+            self._linears.pack()
         self.weight_version = version
         self.prefix_cache.clear()
         for job in self.waiting:  # prompts not yet admitted are prefilled again under the new weights
@@ -247,6 +254,7 @@ class EngineCore:
         self.running = []
         self.batch.release()
         self.prefix_cache.clear()
+        self._linears.drop()
         self._offloaded = OffloadedWeights(self.model)
         self.sleeping = True
         gc.collect()
@@ -259,6 +267,8 @@ class EngineCore:
         assert self._offloaded is not None
         self._offloaded.restore()
         self._offloaded = None
+        if self._pack_linears:
+            self._linears.pack()
         self.sleeping = False
 
     def _prefill(self) -> None:
@@ -289,7 +299,8 @@ class EngineCore:
     def _prefill_chunk(self, job: PrefillJob, chunk: int) -> None:
         ids = torch.tensor([job.tokens[job.done : job.done + chunk]], device=self.device)
         positions = torch.arange(job.done, job.done + chunk, device=self.device).unsqueeze(0)
-        self.model.base_model(input_ids=ids, position_ids=positions, cache=job.cache, use_cache=True)
+        with self._linears.active():
+            self.model.base_model(input_ids=ids, position_ids=positions, cache=job.cache, use_cache=True)
         job.done += chunk
         self.prompt_tokens += chunk
 
@@ -311,7 +322,7 @@ class EngineCore:
                 ~mask, torch.finfo(self.batch.dtype).min
             )
         shared = self.batch.shared_kv()
-        with engine_attention_on(self.model) if shared else contextlib.nullcontext():
+        with engine_attention_on(self.model) if shared else contextlib.nullcontext(), self._linears.active():
             out = self.model(
                 input_ids=ids,
                 position_ids=positions,
