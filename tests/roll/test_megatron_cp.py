@@ -4,6 +4,12 @@ back in token order are an exact round trip, the per-rank positions are those me
 each rank, and over two gloo processes the logprobs and entropies of the CP path (its collective gather
 included, and its gradients) equal the path without CP.
 
+Over the same two ranks, builtin:tiny-qwen3-moe runs in megatron-core with context_parallel_size 2 end to
+end (the shares as inputs, megatron-core's THD RoPE under CP, the gathered logprobs, and the IPA loss's
+gradients reduced over the CP ranks by megatron-core) and matches transformers. Transformer Engine's
+attention, which does the CP exchange on GPUs, needs CUDA; here `AllGatherContextAttention` stands in for
+it: exact causal attention of each rank's queries over keys and values all-gathered from the CP group.
+
 Run as `python test_megatron_cp.py OUT` under torch.distributed.run it is that two-rank worker.
 """
 
@@ -155,27 +161,62 @@ def test_inputs_must_fit_the_row() -> None:
         shard_for_rank(*packed.values(), 12, 2, 0)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.mark.slow
-def test_two_gloo_ranks_gather_logprobs_as_without_context_parallelism(tmp_path: Path) -> None:
-    out = tmp_path / "result.pt"
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One two-rank run (gloo) of the worker below; its results."""
+    out = tmp_path_factory.mktemp("cp") / "result.pt"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), __file__, str(out),
     ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
-    got = torch.load(out, weights_only=False)
+    return torch.load(out, weights_only=False)
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_gather_logprobs_as_without_context_parallelism(two_ranks: dict) -> None:
+    got = two_ranks["gather"]
     for name in ("logprobs", "entropy"):
         torch.testing.assert_close(got[f"cp_{name}"], got[f"reference_{name}"], atol=1e-6, rtol=0, msg=name)
     assert got["loss_tokens"] > 0 and bool((got["cp_logprobs"] != 0).sum() == got["loss_tokens"])
     # each rank's logits get the gradient of its own positions only, equal to the same rows' without CP
     torch.testing.assert_close(got["cp_grad"], got["reference_grad"], atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow
+def test_tiny_moe_with_context_parallelism_matches_transformers(two_ranks: dict, tiny_moe) -> None:
+    from roll.algo.config import IPALossConfig
+    from roll.algo.losses import build_loss
+    from roll.models import load_model
+    from roll.trainer.forward import packed_logprobs
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_megatron_worker import sample_batch
+
+    got = two_ranks["model"]
+    batch = sample_batch()
+    with torch.no_grad():
+        expected, _ = packed_logprobs(tiny_moe.model, batch, torch.device("cpu"))
+    assert got["length"] > batch.num_tokens  # the sequences were padded for the CP split
+    torch.testing.assert_close(got["logprobs"], expected, atol=1e-5, rtol=0)
+    model = load_model("builtin:tiny-qwen3-moe").model.train()
+    loss = build_loss(IPALossConfig())
+    prepared = loss.prepare(batch)
+    logprobs, entropy = packed_logprobs(model, prepared, torch.device("cpu"), with_entropy=True)
+    out = loss(prepared, logprobs, logprobs.detach(), entropy)
+    out.loss.backward()
+    assert got["loss"] == pytest.approx(float(out.loss), abs=1e-6)
+    for name, param in model.named_parameters():
+        scale = float(param.grad.abs().max())
+        assert scale > 0, f"{name} got no gradient"
+        torch.testing.assert_close(got["grads"][name], param.grad, atol=1e-5 * scale, rtol=1e-4, msg=name)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 # ---- the two-rank worker (run by torch.distributed.run) ----
@@ -190,53 +231,169 @@ def _worker(out: str) -> None:
     from test_megatron_worker import megatron_on_cpu
 
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
     with megatron_on_cpu():
         from megatron.core import parallel_state as ps
 
-        from roll.trainer.megatron.forward import token_logprobs
-        from roll.types import PackedBatch
-
         ps.initialize_model_parallel(context_parallel_size=2)
-        assert ps.get_context_parallel_rank() == rank
-        packed = _packed([7, 1, 12, 5], seed=5)
-        packed["input_ids"] %= VOCAB
-        tokens = int(packed["seq_lens"].sum())
-        batch = PackedBatch.__new__(PackedBatch)
-        batch.input_ids, batch.loss_mask = packed["input_ids"], packed["loss_mask"]
-        # one logits row per token (what the model gives at the position after it), the same on both ranks
-        table = torch.randn(tokens, VOCAB, generator=torch.Generator().manual_seed(1))
-        reference_logits = table[None].clone().requires_grad_(True)
-        reference, reference_entropy = token_logprobs(reference_logits, batch, VOCAB, True)
-        reference.sum().backward()
-
-        length, shards = _shards(packed, cp=2)
-        shard = shards[rank]
-        row = torch.full((length, VOCAB), 1e3)  # padding rows: any value, they predict nothing
-        row[_token_rows(packed["seq_lens"], shard.cu_seqlens)] = table
-        mine = partition_index(shard.cu_seqlens.diff().long(), 2, rank)
-        local_logits = row[mine][None].clone().requires_grad_(True)
-        logprobs, entropy = token_logprobs(local_logits, batch, VOCAB, True, shard)
-        logprobs.sum().backward()
-        expected_grad = torch.zeros(length, VOCAB)
-        expected_grad[_token_rows(packed["seq_lens"], shard.cu_seqlens)] = reference_logits.grad[0]
-        grads = [None, None]
-        dist.all_gather_object(grads, (local_logits.grad[0], expected_grad[mine]))
-        if rank == 0:
-            torch.save(
-                {
-                    "cp_logprobs": logprobs.detach(),
-                    "cp_entropy": entropy,
-                    "reference_logprobs": reference.detach(),
-                    "reference_entropy": reference_entropy,
-                    "loss_tokens": int(packed["loss_mask"].sum()),
-                    "cp_grad": torch.cat([g for g, _ in grads]),
-                    "reference_grad": torch.cat([e for _, e in grads]),
-                },
-                out,
-            )
+        assert ps.get_context_parallel_rank() == dist.get_rank()
+        results = {"gather": _gather_run(), "model": _model_run()}
+        if dist.get_rank() == 0:
+            torch.save(results, out)
         ps.destroy_model_parallel()
     dist.destroy_process_group()
+
+
+def _gather_run() -> dict:
+    """Fake logits, one row per token and the same on both ranks: the CP path's logprobs, entropies and
+    logits gradients against the path without CP."""
+    import torch.distributed as dist
+
+    from roll.trainer.megatron.forward import token_logprobs
+    from roll.types import PackedBatch
+
+    rank = dist.get_rank()
+    packed = _packed([7, 1, 12, 5], seed=5)
+    packed["input_ids"] %= VOCAB
+    tokens = int(packed["seq_lens"].sum())
+    batch = PackedBatch.__new__(PackedBatch)
+    batch.input_ids, batch.loss_mask = packed["input_ids"], packed["loss_mask"]
+    # row t: the logits at token t's position (which predicts token t + 1)
+    table = torch.randn(tokens, VOCAB, generator=torch.Generator().manual_seed(1))
+    reference_logits = table[None].clone().requires_grad_(True)
+    reference, reference_entropy = token_logprobs(reference_logits, batch, VOCAB, True)
+    reference.sum().backward()
+
+    length, shards = _shards(packed, cp=2)
+    shard = shards[rank]
+    token_rows = _token_rows(packed["seq_lens"], shard.cu_seqlens)
+    row = torch.full((length, VOCAB), 1e3)  # padding rows: any value, they predict nothing
+    row[token_rows] = table
+    mine = partition_index(shard.cu_seqlens.diff().long(), 2, rank)
+    local_logits = row[mine][None].clone().requires_grad_(True)
+    logprobs, entropy = token_logprobs(local_logits, batch, VOCAB, True, shard)
+    logprobs.sum().backward()
+    expected_grad = torch.zeros(length, VOCAB)
+    expected_grad[token_rows] = reference_logits.grad[0]
+    grads = [None, None]
+    dist.all_gather_object(grads, (local_logits.grad[0], expected_grad[mine]))
+    return {
+        "cp_logprobs": logprobs.detach(),
+        "cp_entropy": entropy,
+        "reference_logprobs": reference.detach(),
+        "reference_entropy": reference_entropy,
+        "loss_tokens": int(packed["loss_mask"].sum()),
+        "cp_grad": torch.cat([g for g, _ in grads]),
+        "reference_grad": torch.cat([e for _, e in grads]),
+    }
+
+
+def _model_run() -> dict:
+    """builtin:tiny-qwen3-moe under CP 2 with the stand-in attention: logprobs, and the IPA loss's gradients
+    as megatron-core's schedule makes them (loss times the CP size, then reduced over data x context
+    parallel ranks), gathered into transformers names."""
+    import torch.distributed as dist
+    from megatron.core.distributed import finalize_model_grads
+    from test_megatron_worker import pytest_free_patch, sample_batch
+
+    import roll.trainer.megatron.model as megatron_model
+    from roll.algo.config import IPALossConfig
+    from roll.algo.losses import build_loss
+    from roll.trainer.megatron.backend import MegatronBackend
+    from roll.trainer.megatron.config import MegatronBackendConfig
+    from roll.trainer.megatron.forward import packed_inputs, token_logprobs
+    from roll.trainer.megatron.mapping import to_transformers_layout
+    from roll.trainer.megatron.weights import gather_hf_buckets, local_parameters
+
+    cpu = torch.device("cpu")
+    rank = dist.get_rank()
+    # bfloat16 is the config rule for Transformer Engine's kernels; the stand-in computes in float32.
+    config = MegatronBackendConfig(
+        context_parallel_size=2, moe_token_dispatcher="allgather", distributed_optimizer=False
+    ).model_copy(update={"dtype": "float32"})
+    with pytest_free_patch() as patch:
+        patch(megatron_model, "_core_attention", lambda size: AllGatherContextAttention)
+        backend = MegatronBackend.__new__(MegatronBackend)
+        backend._setup_model(config, cpu)
+    batch = sample_batch()
+    length = row_length(batch.seq_lens, 1, 2)
+    backend.model.eval()
+    with torch.no_grad():
+        inputs = packed_inputs(batch, length, cpu, 2, rank)
+        logits = backend.model(
+            inputs.input_ids, inputs.position_ids, None, packed_seq_params=inputs.packed_seq_params
+        )
+        logprobs, _ = token_logprobs(logits, batch, backend.shape.vocab_size, False, inputs.shard)
+
+    loss = build_loss(IPALossConfig())
+    prepared = loss.prepare(batch)
+    backend.model.train()
+    backend.model.zero_grad_buffer()
+    inputs = packed_inputs(prepared, length, cpu, 2, rank)
+    logits = backend.model(
+        inputs.input_ids, inputs.position_ids, None, packed_seq_params=inputs.packed_seq_params
+    )
+    train_logprobs, entropy = token_logprobs(logits, prepared, backend.shape.vocab_size, True, inputs.shard)
+    output = loss(prepared, train_logprobs, train_logprobs.detach(), entropy)
+    (output.loss * 2).backward()
+    finalize_model_grads([backend.model])
+    params = local_parameters(backend.model)
+    weights = {name: p.data for name, p in params.items()}
+    for p in params.values():
+        p.data = p.main_grad.to(p.dtype)
+    try:
+        grads = {name: t for bucket in gather_hf_buckets(backend.model, backend.shape) for name, t in bucket}
+    finally:
+        for name, p in params.items():
+            p.data = weights[name]
+    return {
+        "length": length,
+        "logprobs": logprobs,
+        "loss": float(output.loss.detach()),
+        "grads": to_transformers_layout(grads, backend.shape),
+    }
+
+
+class AllGatherContextAttention(torch.nn.Module):
+    """Stand-in for Transformer Engine's CP attention on CPU: each rank's queries attend causally within
+    their sequence over the keys and values of the whole row, all-gathered from the CP group (in backward
+    their gradients are summed back to the ranks that own them)."""
+
+    def __init__(self, config, layer_number, attn_mask_type, attention_type, **kwargs) -> None:
+        super().__init__()
+        softmax_scale = kwargs.get("softmax_scale")
+        self.scale = softmax_scale if softmax_scale is not None else config.kv_channels**-0.5
+
+    def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
+                packed_seq_params=None):  # fmt: skip
+        import torch.nn.functional as F
+        from megatron.core import parallel_state as ps
+        from megatron.core.tensor_parallel.mappings import gather_from_sequence_parallel_region
+
+        group = ps.get_context_parallel_group()
+        cp, rank = group.size(), group.rank()
+        bounds = packed_seq_params.cu_seqlens_q.long()
+        padded = bounds.diff()
+        row_order = torch.cat([partition_index(padded, cp, r) for r in range(cp)]).argsort()
+        keys = gather_from_sequence_parallel_region(key, True, group)[row_order]
+        values = gather_from_sequence_parallel_region(value, True, group)[row_order]
+        query_rows = partition_index(padded, cp, rank)
+        parts, offset = [], 0
+        for start, size in zip(bounds[:-1].tolist(), padded.tolist(), strict=True):
+            count = size // cp
+            rows = query_rows[offset : offset + count]
+            visible = torch.arange(start, start + size)[None, :] <= rows[:, None]
+            out = F.scaled_dot_product_attention(
+                query[offset : offset + count].transpose(0, 1)[None],
+                keys[start : start + size].transpose(0, 1)[None],
+                values[start : start + size].transpose(0, 1)[None],
+                attn_mask=visible,
+                scale=self.scale,
+                enable_gqa=True,
+            )
+            parts.append(out[0].transpose(0, 1))
+            offset += count
+        out = torch.cat(parts)
+        return out.reshape(out.shape[0], -1)
 
 
 def _token_rows(seq_lens: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
