@@ -161,6 +161,20 @@ def test_inputs_must_fit_the_row() -> None:
         shard_for_rank(*packed.values(), 12, 2, 0)
 
 
+def test_gpu_check_row_says_why_it_skips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import roll.trainer.megatron.config as megatron_config
+    from roll.trainer.megatron.gpu_check import context_parallel_row
+
+    name = "context parallel 2 matches context parallel 1"
+    monkeypatch.setattr(megatron_config, "transformer_engine_installed", lambda: False)
+    assert context_parallel_row() == (
+        name, None, "Transformer Engine is not installed (pip install 'transformer-engine[pytorch]')"
+    )  # fmt: skip
+    monkeypatch.setattr(megatron_config, "transformer_engine_installed", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert context_parallel_row() == (name, None, "needs 2 GPUs, one per CP rank (NCCL), and 1 is here")
+
+
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One two-rank run (gloo) of the worker below; its results."""

@@ -30,6 +30,7 @@ def layout_meta(config: MegatronBackendConfig, world_size: int) -> dict[str, int
         "pipeline_parallel_size": config.pipeline_parallel_size,
         "expert_parallel_size": config.expert_parallel_size,
         "expert_tensor_parallel_size": config.expert_tensor_parallel_size,
+        "context_parallel_size": config.context_parallel_size,
     }
 
 
@@ -74,7 +75,8 @@ def load_checkpoint(backend: MegatronBackend, directory: Path) -> None:
         )
     meta = json.loads((directory / META_FILE).read_text())
     mine = layout_meta(backend.config, dist.get_world_size())
-    layout = {key: meta.get(key) for key in mine}
+    # checkpoints written before context parallelism was supported were written without it
+    layout = {key: meta.get(key, 1 if key == "context_parallel_size" else None) for key in mine}
     if layout != mine:
         raise ValueError(
             f"checkpoint {directory} was written with {layout}, this run has {mine}; "

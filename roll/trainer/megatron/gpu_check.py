@@ -9,11 +9,17 @@ results differ only by the order of floating point operations:
   logprobs after the step within STEP_ATOL;
 - weight sync: the bucketed HF-named weights equal `state_dict_for_inference` and the torch model's layout;
 - export round trip: the exported folder, loaded by transformers, holds exactly the Megatron weights;
-- checkpoint: save, step, load, step again: the two second steps' logprobs agree within RESUME_ATOL.
+- checkpoint: save, step, load, step again: the two second steps' logprobs agree within RESUME_ATOL;
+- context parallel: on two GPUs with Transformer Engine, context_parallel_size 2 (TE's attention, bfloat16,
+  `gpu_check_cp` in two processes) against context_parallel_size 1 on one GPU (bfloat16): logprobs within
+  CP_LOGPROB_ATOL and the IPA step's loss within CP_LOSS_RTOL; a skip row (passed None) says why elsewhere.
 """
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -28,11 +34,30 @@ STEP_ATOL = 1e-3
 # MoE token dispatch adds with atomics on CUDA, so a resumed step may differ in the last bits.
 RESUME_ATOL = 1e-5
 LR = 1e-4
+# Both sides in bfloat16 with different attention kernels (TE's fused ring attention against torch's SDPA):
+# the bound is bfloat16 rounding of the tiny model's logits, not yet measured on a GPU.
+CP_LOGPROB_ATOL = 5e-2
+CP_LOSS_RTOL = 2e-2
+CP_TIMEOUT_S = 300
 
-Row = tuple[str, bool, str]
+Row = tuple[str, bool | None, str]  # passed None: skipped, the detail says why
 
 
-def _batch():
+def cp_config(context_parallel_size: int):
+    """The context parallel row's backend config (bfloat16: TE's CP attention has only 16-bit kernels)."""
+    from roll.trainer.config import OptimizerConfig
+    from roll.trainer.megatron.config import MegatronBackendConfig
+
+    return MegatronBackendConfig(
+        model=MODEL,
+        dtype="bfloat16",
+        micro_batch_tokens=96,
+        context_parallel_size=context_parallel_size,
+        optimizer=OptimizerConfig(lr=LR),
+    )
+
+
+def gpu_check_batch():
     from roll.types import Chunk, Trajectory, pack_trajectories
 
     gen = torch.Generator().manual_seed(0)
@@ -80,7 +105,7 @@ def run_checks() -> list[Row]:
     from roll.trainer.torch_backend import TorchBackend
 
     optimizer = OptimizerConfig(lr=LR)
-    batch = _batch()
+    batch = gpu_check_batch()
     loss = build_loss(IPALossConfig())
     state: dict = {}
 
@@ -161,9 +186,58 @@ def run_checks() -> list[Row]:
         check("bucketed weight sync in HF names", weight_sync)
         check("HF export round trip", export)
         check("checkpoint save/load resumes the next step", checkpoint)
+    rows.append(context_parallel_row())
     return rows
+
+
+def context_parallel_row() -> Row:
+    """context_parallel_size 2 on two GPUs against 1 on this one; skipped without TE or a second GPU."""
+    from roll.trainer.megatron.config import transformer_engine_installed
+
+    name = "context parallel 2 matches context parallel 1"
+    if not transformer_engine_installed():
+        return name, None, "Transformer Engine is not installed (pip install 'transformer-engine[pytorch]')"
+    if torch.cuda.device_count() < 2:
+        return name, None, f"needs 2 GPUs, one per CP rank (NCCL), and {torch.cuda.device_count()} is here"
+    try:
+        return name, *_compare_context_parallel()
+    except Exception as error:
+        return name, False, f"{type(error).__name__}: {error}"
+
+
+def _compare_context_parallel() -> tuple[bool, str]:
+    from roll.algo.config import IPALossConfig
+    from roll.algo.losses import build_loss
+    from roll.trainer.megatron.backend import MegatronBackend
+
+    batch = gpu_check_batch()
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "cp.pt"
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            "--master-addr", "127.0.0.1", "--master-port", str(port),
+            "-m", "roll.trainer.megatron.gpu_check_cp", str(out),
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=CP_TIMEOUT_S)
+        if done.returncode != 0:
+            return False, f"the two CP ranks failed (exit {done.returncode}): {done.stderr[-1500:]}"
+        split = torch.load(out, weights_only=False)
+    reference = MegatronBackend(cp_config(1))
+    expected = reference.logprobs(batch)
+    expected_loss = reference.train_step(batch, build_loss(IPALossConfig()))["loss"]
+    diff = _max_diff(split["logprobs"], expected)
+    mean = float((split["logprobs"].float().cpu() - expected.float().cpu()).abs().mean())
+    loss_ok = abs(split["loss"] - expected_loss) <= CP_LOSS_RTOL * max(abs(expected_loss), 1e-6)
+    detail = (
+        f"bfloat16, logprobs max |diff| {diff:.2e} (mean {mean:.2e}, tolerance {CP_LOGPROB_ATOL:g}), "
+        f"IPA loss {split['loss']:.6f} vs {expected_loss:.6f} (rtol {CP_LOSS_RTOL:g})"
+    )
+    return diff <= CP_LOGPROB_ATOL and loss_ok, detail
 
 
 if __name__ == "__main__":
     for name, passed, detail in run_checks():
-        print(f"{'PASS' if passed else 'FAIL'}  {name}: {detail}")
+        print(f"{'skip' if passed is None else 'PASS' if passed else 'FAIL'}  {name}: {detail}")
