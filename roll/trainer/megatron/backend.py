@@ -7,7 +7,9 @@ MASTER_PORT); a single process without them runs alone. Every rank gets the same
 of megatron-core runs them. Each micro-batch's loss is its share of the whole batch's loss, multiplied by
 the number of micro-batches and data parallel ranks because megatron-core divides by both; so one step is
 the same update as the torch backend's. Under context parallelism the ranks of a CP group share each
-micro-batch's tokens and gather its logprobs back (`context_parallel`), so the loss code is the same.
+micro-batch's tokens and gather its logprobs back (`context_parallel`), so the loss code is the same; each
+CP rank's gradient comes from its own tokens, megatron-core multiplies the loss by the CP size and averages
+gradients over data x context parallel ranks, which cancel.
 """
 
 from __future__ import annotations
