@@ -125,6 +125,15 @@ def test_without_context_parallelism_the_row_is_unchanged() -> None:
     assert row_length(lens, 1, 2) == 20 and row_length(lens, 2, 2) == 24  # padded to 4 + 8 + 8
 
 
+def test_micro_batches_share_one_row_length_for_context_parallelism() -> None:
+    from roll.trainer.megatron.backend import deal_micro_batches
+
+    batch = sample_batch()  # trajectories of 9, 10, 11 and 16 tokens
+    micro_batches, length = deal_micro_batches(batch, 12, 0, 1, 2, context_parallel_size=2)
+    assert length % 8 == 0 and len(micro_batches) == 4
+    assert length == max(row_length(micro.seq_lens, 2, 2) for micro, _ in micro_batches) == 16
+
+
 def test_inputs_must_fit_the_row() -> None:
     packed = packed_micro_batch([3, 5])
     with pytest.raises(ValueError, match="take the length from row_length"):
