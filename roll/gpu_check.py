@@ -222,7 +222,7 @@ def check_torch_ipa_step(model_id: str, device: str) -> str:
 def _external_rows(
     prefix: str, module: str, package: str, device: str, run: Callable[..., list]
 ) -> list[Row]:
-    """Rows of another module's `run_checks()`: (name, ok, detail) tuples."""
+    """Rows of another module's `run_checks()`: (name, ok, detail) tuples; ok None is a skip (detail: why)."""
     start = time.perf_counter()
     try:
         results = run()
@@ -237,7 +237,8 @@ def _external_rows(
         ]
     seconds = (time.perf_counter() - start) / max(len(results), 1)
     return [
-        Row(f"{prefix}: {name}", "pass" if ok else "FAIL", detail, seconds) for name, ok, detail in results
+        Row(f"{prefix}: {name}", "skip" if ok is None else ("pass" if ok else "FAIL"), detail, seconds)
+        for name, ok, detail in results
     ]
 
 

@@ -70,3 +70,20 @@ def test_cuda_requested_without_cuda_is_refused(tmp_path: Path) -> None:
     done, report = _run([sys.executable, "-m", "roll.gpu_check", "--device", "cuda"], tmp_path)
     assert done.returncode == 2 and report == {}
     assert "--device cpu" in done.stderr
+
+
+def test_external_rows_show_none_as_skip_and_false_as_fail() -> None:
+    from roll.gpu_check import _external_rows
+
+    rows = _external_rows(
+        "megatron",
+        "m",
+        "megatron-core",
+        "cuda",
+        lambda: [("a", True, "ok"), ("b", None, "needs two GPUs"), ("c", False, "diff 1e-1")],
+    )
+    assert [(row.name, row.status, row.detail) for row in rows] == [
+        ("megatron: a", "pass", "ok"),
+        ("megatron: b", "skip", "needs two GPUs"),
+        ("megatron: c", "FAIL", "diff 1e-1"),
+    ]
