@@ -18,7 +18,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from roll.engine.protocol import EngineError
-from roll.engine.torch_engine.attention import SHARED_PREFIX_KV, engine_attention_on
+from roll.engine.torch_engine.attention import PREFILL_CHUNK, SHARED_PREFIX_KV, engine_attention_on
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.engine.torch_engine.detokenize import IncrementalDetokenizer
 from roll.engine.torch_engine.kv_cache import BatchKVCache
@@ -299,8 +299,14 @@ class EngineCore:
     def _prefill_chunk(self, job: PrefillJob, chunk: int) -> None:
         ids = torch.tensor([job.tokens[job.done : job.done + chunk]], device=self.device)
         positions = torch.arange(job.done, job.done + chunk, device=self.device).unsqueeze(0)
-        with self._linears.active():
-            self.model.base_model(input_ids=ids, position_ids=positions, cache=job.cache, use_cache=True)
+        with engine_attention_on(self.model), self._linears.active():
+            self.model.base_model(
+                input_ids=ids,
+                position_ids=positions,
+                cache=job.cache,
+                use_cache=True,
+                **{PREFILL_CHUNK: True},
+            )
         job.done += chunk
         self.prompt_tokens += chunk
 
