@@ -18,13 +18,17 @@ from roll.types import Chunk
 ORACLE_STEPS = [ExpertStep("mkdir out"), ExpertStep("make > out/log"), ExpertStep(None, "Built.")]
 
 
-def shell(command: str, content: str = "", name: str = "run_shell_command") -> dict[str, Any]:
+def shell(
+    command: str, content: str = "", name: str = "run_shell_command", exit_code: int | None = 0
+) -> dict[str, Any]:
+    """An answer with one shell call; the next call of the episode carries its result (exit_code None:
+    no result was recorded, as when the episode ends on the call)."""
     call = {
-        "id": "c",
+        "id": f"call-{command}",
         "type": "function",
         "function": {"name": name, "arguments": json.dumps({"command": command})},
     }
-    return {"role": "assistant", "content": content, "tool_calls": [call]}
+    return {"role": "assistant", "content": content, "tool_calls": [call], "exit_code": exit_code}
 
 
 def say(text: str) -> dict[str, Any]:
@@ -32,11 +36,22 @@ def say(text: str) -> dict[str, Any]:
 
 
 def record(episode_id: str, *answers: dict[str, Any]) -> EpisodeRecord:
+    """The episode as the proxy records it: each call's messages end with the previous call's tool results."""
     chunk = Chunk(context_ids=[1], output_ids=[2], output_logprobs=[0.0])
-    return EpisodeRecord(
-        episode_id=episode_id,
-        chunks=[RecordedChunk(chunk=chunk, messages=[], answer=answer, latency_s=0.0) for answer in answers],
-    )
+    chunks, pending = [], []
+    for answer in answers:
+        exit_code = answer.pop("exit_code", None)
+        chunks.append(RecordedChunk(chunk=chunk, messages=pending, answer=answer, latency_s=0.0))
+        pending = [
+            {
+                "role": "tool",
+                "tool_call_id": call["id"],
+                "content": f"Output:\n(no output)\nExit code: {exit_code}",
+            }
+            for call in answer.get("tool_calls", [])
+            if exit_code is not None
+        ]
+    return EpisodeRecord(episode_id=episode_id, chunks=chunks)
 
 
 def test_policy_steps_are_its_shell_calls_and_final_answer():
@@ -51,6 +66,19 @@ def test_calls_that_cannot_be_replayed_give_no_steps():
     broken["tool_calls"] = [{"id": "c", "function": {"name": "run_shell_command", "arguments": "{not json"}}]
     assert policy_steps(record("e", broken)) is None
     assert policy_steps(record("e", shell("   "))) is None
+
+
+def test_a_step_that_did_not_work_gives_no_steps():
+    # The replayed prefix may have done the work while the policy's own command failed: not expert material.
+    assert policy_steps(record("e", shell("cat <tool_response>", exit_code=2), say("ok"))) is None
+    failed = record("e", shell("make"), say("ok"))
+    failed.chunks[1].messages[0]["content"] = "Error: the command did not finish within 30 s and was killed"
+    assert policy_steps(failed) is None
+    assert policy_steps(record("e", shell("ls", exit_code=None))) is None  # its result was never seen
+    assert policy_steps(record("e", shell("ls", exit_code=0), say("ok"))) == [
+        ExpertStep("ls"),
+        ExpertStep(None, "ok"),
+    ]
 
 
 def test_a_success_becomes_the_expert_when_shorter_or_more_the_policys_own(tmp_path: Path):

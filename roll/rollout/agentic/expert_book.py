@@ -7,27 +7,52 @@ more of them the policy's own (an earlier start). Later prefixes, anchors and th
 use it, so the policy learns to continue from what it writes itself, and a shorter path shortens the
 rollback.
 
-A candidate is only taken when it can be replayed: every policy call must be a shell call (the prefill
-replays shell commands) with JSON arguments. The book is persisted as `<dir>/<task id>.json` after every
-refresh (current steps, their origin, and the history of refreshes).
+A candidate is only taken when it can be replayed and every step of the policy's worked: each call must be a
+shell call (the prefill replays shell commands) with JSON arguments whose recorded result says exit code 0.
+Without the last rule a junk command after the replayed prefix did the work (an echoed tool response, a
+typo) would become the expert, and imitation would teach it. The book is persisted as `<dir>/<task id>.json`
+after every refresh (current steps, their origin, and the history of refreshes).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iflow.types import TOOL_ERROR_PREFIX
 from rock.proxy.types import EpisodeRecord
 from roll.rollout.agentic.expert import FINAL_MESSAGE, SHELL_TOOL, ExpertStep
 
 ORACLE = "oracle"
+SHELL_SUCCEEDED = re.compile(r"\nExit code: 0\s*$")
+
+
+def tool_results(record: EpisodeRecord) -> dict[str, str]:
+    """Every tool result the agent sent back in the episode's later calls, by tool call id."""
+    return {
+        str(message["tool_call_id"]): str(message.get("content") or "")
+        for recorded in record.chunks
+        for message in recorded.messages
+        if message.get("role") == "tool" and message.get("tool_call_id")
+    }
+
+
+def _succeeded(result: str | None) -> bool:
+    return (
+        result is not None
+        and not result.startswith(TOOL_ERROR_PREFIX)
+        and bool(SHELL_SUCCEEDED.search(result))
+    )
 
 
 def policy_steps(record: EpisodeRecord) -> list[ExpertStep] | None:
     """The policy's steps in a recorded episode (one per shell call, one per final answer), or None when a
-    call cannot be replayed as a shell command (another tool, or arguments that are not a command)."""
+    call cannot be replayed as a shell command (another tool, or arguments that are not a command) or its
+    result does not show it worked (an error, a non-zero exit code, or no result recorded)."""
+    results = tool_results(record)
     steps: list[ExpertStep] = []
     for recorded in record.chunks:
         message = recorded.answer
@@ -46,6 +71,8 @@ def policy_steps(record: EpisodeRecord) -> list[ExpertStep] | None:
                 return None
             command = arguments.get("command") if isinstance(arguments, dict) else None
             if not isinstance(command, str) or not command.strip():
+                return None
+            if not _succeeded(results.get(str(call.get("id")))):
                 return None
             steps.append(ExpertStep(command=command, content=content if index == 0 else ""))
     return steps
