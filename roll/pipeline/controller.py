@@ -125,6 +125,7 @@ def evaluate(
             **episode_metrics(played),
             "failed": len(results) - len(played),
             "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
+            "seed_rewards": {str(t.metadata["seed"]): t.reward for t in played},
             "time_s": time.perf_counter() - started,
         }
     )

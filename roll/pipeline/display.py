@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from types import TracebackType
 from typing import Any
 
@@ -102,8 +103,20 @@ def paired_line(before: dict[str, Any], after: dict[str, Any]) -> str | None:
         return None
     won_before, won_after = set(before["won_seeds"]), set(after["won_seeds"])
     gained, lost = len(won_after - won_before), len(won_before - won_after)
-    return (
+    line = (
         f"{after['label']} vs {before['label']}, seed by seed: won {gained} that it had lost, lost {lost} "
         f"that it had won (both won {len(won_before & won_after)}); "
         f"sign test p = {sign_test_p(gained, lost):.3f}"
     )
+    if diff := paired_reward_diff(before.get("seed_rewards", {}), after.get("seed_rewards", {})):
+        line += f"; reward {diff[0]:+.3f} per seed (paired standard error {diff[1]:.3f})"
+    return line
+
+
+def paired_reward_diff(before: dict[str, float], after: dict[str, float]) -> tuple[float, float] | None:
+    """Mean and standard error of the per-seed reward difference over the seeds both evaluations played."""
+    seeds = sorted(before.keys() & after.keys())
+    if len(seeds) < 2:
+        return None
+    diffs = [after[s] - before[s] for s in seeds]
+    return statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))

@@ -66,6 +66,7 @@ def check_run(
     eval_records = read_jsonl(run_dir / "eval.jsonl")
     for record in eval_records:  # the seeds won, for the summary's seed-by-seed comparison
         assert len(record["won_seeds"]) == round(record["success"] * record["episodes"])
+        assert len(record["seed_rewards"]) == record["episodes"]
     evals = [(e["label"], e["step"], e["episodes"]) for e in eval_records]
     assert evals == [*((label, 0, 2) for label in first_evals), ("after RL", steps, 2)]
     assert (run_dir / "checkpoints" / f"step_{steps:06d}" / "pipeline.json").is_file()
@@ -206,5 +207,9 @@ def test_summary_compares_evaluations_seed_by_seed() -> None:
     after = {"label": "after RL", "episodes": 4, "won_seeds": [1, 2, 3]}
     line = paired_line(before, after)
     assert line is not None and "won 2 that it had lost, lost 1 that it had won (both won 1)" in line
-    assert line.endswith("p = 1.000")
+    assert "p = 1.000" in line
     assert paired_line({"label": "old", "episodes": 4}, after) is None
+    before["seed_rewards"] = {"0": 1.0, "1": 1.0, "2": 0.5}
+    after["seed_rewards"] = {"0": 0.5, "1": 1.0, "2": 1.0, "3": 1.0}  # seed 3 only once: left out
+    line = paired_line(before, after)
+    assert line is not None and line.endswith("reward +0.000 per seed (paired standard error 0.289)")
