@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -23,6 +23,9 @@ from roll.pipeline.display import StepProgress, print_summary
 from roll.pipeline.rewards import normalize_rewards
 from roll.pipeline.tracking import RunLog, episode_metrics
 from roll.rollout.episode import EpisodeTask
+
+if TYPE_CHECKING:
+    from roll.sft.config import SFTConfig
 
 
 def train(config: TrainConfig, console: Console | None = None) -> list[dict[str, Any]]:
@@ -146,7 +149,7 @@ def warm_start(config: TrainConfig, console: Console) -> str:
     stage = config.warm_start
     sft = load_config(SFTConfig, stage.sft_config, stage.overrides)
     model_dir = Path(sft.output_dir) / "model"
-    if not (model_dir / "config.json").is_file():
+    if not _sft_model_is_current(sft, model_dir):
         console.print(f"Warm start: SFT with {stage.sft_config} into {sft.output_dir}")
         command = [sys.executable, "-m", "roll.cli", "sft", str(stage.sft_config), *stage.overrides]
         finished = subprocess.run([*command, "export_model=true"], check=False)
@@ -157,6 +160,20 @@ def warm_start(config: TrainConfig, console: Console) -> str:
                 "trainer.model"
             )
     return str(model_dir)
+
+
+def _sft_model_is_current(sft: SFTConfig, model_dir: Path) -> bool:
+    """An exported SFT model is reused only if it was trained with this very SFT config (its run's
+    config.json), so editing the SFT config or its data path retrains instead of silently reusing."""
+    import json
+
+    recorded = model_dir.parent / "config.json"
+    if not (model_dir / "config.json").is_file() or not recorded.is_file():
+        return False
+    ignored = {"resume", "export_model"}
+    trained = {k: v for k, v in json.loads(recorded.read_text()).items() if k not in ignored}
+    wanted = {k: v for k, v in json.loads(sft.model_dump_json()).items() if k not in ignored}
+    return trained == wanted
 
 
 class WarmStartError(RuntimeError):
