@@ -4,8 +4,6 @@ until the server aborts it."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +14,7 @@ import pytest
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
+from roll.rollout.agentic.serving import EngineServer
 
 pytestmark = pytest.mark.slow
 ABORT_WAIT_S = 60.0
@@ -23,26 +22,12 @@ ABORT_WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[tuple[ScriptedEngine, str]]:
-    import uvicorn
-
-    from roll.engine.server import create_app
     from roll.models import load_model
 
     loaded = load_model("builtin:tiny-qwen3-moe")
     scripted = ScriptedEngine(loaded.tokenizer)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(scripted, loaded), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the scripted engine server did not start"
-        time.sleep(0.05)
-    yield scripted, f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    with EngineServer(loaded, engine=scripted) as server:
+        yield scripted, server.url
 
 
 def ask(url: str, read_timeout: float) -> httpx.Response:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from roll.rollout.agentic.episode import run_agent_episode
 from roll.rollout.agentic.expert import ExpertStep, oracle_expert
 from roll.rollout.agentic.imitation import expert_from_record
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
+from roll.rollout.agentic.serving import EngineServer
 from rome.bench.tasks import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -40,24 +38,10 @@ def shell_call(command: str) -> str:
 @pytest.fixture(scope="module")
 def scripted(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
     """The scripted engine behind the real server app, on a free loopback port."""
-    import uvicorn
-
-    from roll.engine.server import create_app
 
     engine = ScriptedEngine(tiny_moe.tokenizer)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, tiny_moe), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the scripted engine server did not start"
-        time.sleep(0.05)
-    yield engine, f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    with EngineServer(tiny_moe, engine=engine) as server:
+        yield engine, server.url
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ from roll.rollout.agentic.expert_book import ORACLE, ExpertBook
 from roll.rollout.agentic.resampling import SequentialRollback
 from roll.rollout.agentic.rounds import EpisodeJob, EpisodeRunner, evaluate, resample_round
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
+from roll.rollout.agentic.serving import EngineServer
 from rome.bench.tasks import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -55,24 +53,10 @@ def own_way(prompt: str) -> str:
 @pytest.fixture(scope="module")
 def engine(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
     """The scripted engine behind the real `roll serve` app, on a free loopback port."""
-    import uvicorn
-
-    from roll.engine.server import create_app
 
     scripted = ScriptedEngine(tiny_moe.tokenizer, policy=own_way)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(scripted, tiny_moe), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the scripted engine server did not start"
-        time.sleep(0.05)
-    yield scripted, f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    with EngineServer(tiny_moe, engine=scripted) as server:
+        yield scripted, server.url
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import httpx
 if TYPE_CHECKING:
     import torch
 
+    from roll.engine.protocol import InferenceEngine
     from roll.models import LoadedModel
 
 START_TIMEOUT_S = 120.0
@@ -26,15 +27,16 @@ UPDATE_TIMEOUT_S = 600.0
 
 
 class EngineServer:
-    """`with EngineServer(loaded) as server:` serves `loaded` at `server.url` (`http://127.0.0.1:PORT/v1`)."""
+    """`with EngineServer(loaded) as server:` serves `loaded` at `server.url` (`http://127.0.0.1:PORT/v1`),
+    through a `TorchEngine`, or through `engine` when given (the tests' scripted engine)."""
 
-    def __init__(self, loaded: LoadedModel) -> None:
+    def __init__(self, loaded: LoadedModel, engine: InferenceEngine | None = None) -> None:
         import uvicorn
 
         from roll.engine.server import create_app
         from roll.engine.torch_engine import TorchEngine
 
-        self.engine = TorchEngine(loaded)
+        self.engine = engine if engine is not None else TorchEngine(loaded)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
