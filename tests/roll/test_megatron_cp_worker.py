@@ -121,7 +121,7 @@ def _model_run() -> dict:
     (micro-batches of at most 24 tokens in megatron-core's schedule): its logprobs, and the IPA loss's
     gradients as one train step makes them (the schedule's loss scaling, the reduction over data x
     context parallel ranks), gathered into transformers names."""
-    from test_megatron_worker import pytest_free_patch, sample_batch
+    from test_megatron_worker import gathered_gradients, pytest_free_patch, sample_batch
 
     import roll.trainer.megatron.model as megatron_model
     from roll.algo.config import IPALossConfig
@@ -129,7 +129,6 @@ def _model_run() -> dict:
     from roll.trainer.megatron.backend import MegatronBackend
     from roll.trainer.megatron.config import MegatronBackendConfig
     from roll.trainer.megatron.mapping import to_transformers_layout
-    from roll.trainer.megatron.weights import gather_hf_buckets, local_parameters
 
     # bfloat16 is the config rule for Transformer Engine's kernels; the stand-in computes in float32.
     config = MegatronBackendConfig(
@@ -153,15 +152,7 @@ def _model_run() -> dict:
         micro_batches, length = backend._my_micro_batches(batch)
         logprobs = backend.logprobs(batch)
         reported = backend._accumulate_gradients(batch, build_loss(IPALossConfig()))
-    params = local_parameters(backend.model)
-    weights = {name: p.data for name, p in params.items()}
-    for p in params.values():
-        p.data = p.main_grad.to(p.dtype)
-    try:
-        grads = {name: t for bucket in gather_hf_buckets(backend.model, backend.shape) for name, t in bucket}
-    finally:
-        for name, p in params.items():
-            p.data = weights[name]
+    grads = gathered_gradients(backend)
     return {
         "micro_batches": len(micro_batches),
         "length": length,

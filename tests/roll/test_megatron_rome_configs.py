@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_megatron_config import QWEN3_30B_A3B
 
 from roll.config import load_config
 from roll.pipeline.config import TrainConfig
@@ -14,13 +15,6 @@ from roll.sft.config import SFTConfig
 from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
 
 ROOT = Path(__file__).resolve().parents[2]
-QWEN3_30B_A3B = {  # the layout-relevant part of Qwen3-30B-A3B's config.json
-    "model_type": "qwen3_moe",
-    "num_attention_heads": 32,
-    "num_key_value_heads": 4,
-    "num_hidden_layers": 48,
-    "num_experts": 128,
-}
 GPUS_PER_NODE = 8
 
 

@@ -19,6 +19,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -108,7 +109,6 @@ def ipa_gradients(backend, batch) -> dict[str, torch.Tensor]:
     from roll.algo.losses import build_loss
     from roll.trainer.megatron.forward import packed_inputs, token_logprobs
     from roll.trainer.megatron.mapping import to_transformers_layout
-    from roll.trainer.megatron.weights import gather_hf_buckets, local_parameters
 
     loss = build_loss(IPALossConfig())
     prepared = loss.prepare(batch)
@@ -121,17 +121,23 @@ def ipa_gradients(backend, batch) -> dict[str, torch.Tensor]:
     logprobs, entropy = token_logprobs(logits, prepared, backend.shape.vocab_size, True)
     loss(prepared, logprobs, logprobs.detach(), entropy).loss.backward()
     finalize_model_grads([backend.model])
-    # The gradients travel the weights' gather path: swapped into the parameters for the gather.
+    return to_transformers_layout(gathered_gradients(backend), backend.shape)
+
+
+def gathered_gradients(backend: Any) -> dict[str, torch.Tensor]:
+    """The accumulated gradients in Hugging Face names: they travel the weights' gather path, swapped into
+    the parameters for the gather."""
+    from roll.trainer.megatron.weights import gather_hf_buckets, local_parameters
+
     params = local_parameters(backend.model)
     weights = {name: p.data for name, p in params.items()}
     for p in params.values():
         p.data = p.main_grad.to(p.dtype)
     try:
-        grads = {name: t for bucket in gather_hf_buckets(backend.model, backend.shape) for name, t in bucket}
+        return {name: t for bucket in gather_hf_buckets(backend.model, backend.shape) for name, t in bucket}
     finally:
         for name, p in params.items():
             p.data = weights[name]
-    return to_transformers_layout(grads, backend.shape)
 
 
 RECEIVER_BUCKET_BYTES = 16 * 1024
