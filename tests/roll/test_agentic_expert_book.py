@@ -82,7 +82,7 @@ def test_a_step_that_did_not_work_gives_no_steps():
 
 
 def test_a_success_becomes_the_expert_when_shorter_or_more_the_policys_own(tmp_path: Path):
-    book = ExpertBook({"t": ORACLE_STEPS}, tmp_path / "experts")
+    book = ExpertBook({"t": ORACLE_STEPS}, tmp_path / "experts", {"t": "f1"})
     oracle = book.current("t")
     assert oracle.native == 0 and not (tmp_path / "experts").exists()
 
@@ -104,6 +104,7 @@ def test_a_success_becomes_the_expert_when_shorter_or_more_the_policys_own(tmp_p
 
     saved = json.loads((tmp_path / "experts" / "t.json").read_text())
     assert saved == {
+        "task_fingerprint": "f1",
         "steps": [
             {"command": "mkdir out && make > out/log", "content": ""},
             {"command": None, "content": "ok"},

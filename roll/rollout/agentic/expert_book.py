@@ -11,22 +11,29 @@ A candidate is only taken when it can be replayed and every step of the policy's
 shell call (the prefill replays shell commands) with JSON arguments whose recorded result says exit code 0.
 Without the last rule a junk command after the replayed prefix did the work (an echoed tool response, a
 typo) would become the expert, and imitation would teach it. The book is persisted as `<dir>/<task id>.json`
-after every refresh (current steps, their origin, and the history of refreshes).
+after every refresh (the task folder's fingerprint, current steps, their origin, and the history of
+refreshes), and `load_saved` starts a new run from those files where they fit the task (`expert_store`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iflow.types import TOOL_ERROR_PREFIX
 from rock.proxy.types import EpisodeRecord
 from roll.rollout.agentic.expert import FINAL_MESSAGE, SHELL_TOOL, ExpertStep
+from roll.rollout.agentic.expert_store import (
+    ORACLE,
+    ExpertStart,
+    SavedExpertError,
+    TaskExpert,
+    expert_json,
+    load_saved_expert,
+)
 
-ORACLE = "oracle"
 SHELL_SUCCEEDED = re.compile(r"\nExit code: 0\s*$")
 
 
@@ -78,35 +85,44 @@ def policy_steps(record: EpisodeRecord) -> list[ExpertStep] | None:
     return steps
 
 
-@dataclass
-class TaskExpert:
-    """One task's current expert: its steps and, per step, where it came from (oracle or an episode id)."""
-
-    steps: list[ExpertStep]
-    origins: list[str]
-    refreshes: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def native(self) -> int:
-        """How many steps the policy wrote itself."""
-        return sum(origin != ORACLE for origin in self.origins)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "steps": [asdict(step) for step in self.steps],
-            "origins": self.origins,
-            "refreshes": self.refreshes,
-        }
-
-
 class ExpertBook:
     """The current expert of every task; `offer` a successful episode to refresh one."""
 
-    def __init__(self, oracles: dict[str, list[ExpertStep]], folder: Path | None = None) -> None:
+    def __init__(
+        self,
+        oracles: dict[str, list[ExpertStep]],
+        folder: Path | None = None,
+        fingerprints: dict[str, str] | None = None,
+    ) -> None:
+        """`fingerprints`: per task, its folder's `task_fingerprint`, saved with its expert so that a later
+        run can tell whether the saved expert was made on the same task files."""
         self.folder = folder
+        self.fingerprints = fingerprints or {}
         self.tasks = {
             task_id: TaskExpert(list(steps), [ORACLE] * len(steps)) for task_id, steps in oracles.items()
         }
+
+    def path(self, task_id: str) -> Path | None:
+        return None if self.folder is None else self.folder / f"{task_id}.json"
+
+    def load_saved(self) -> dict[str, ExpertStart]:
+        """Start every task from its saved expert where one exists and fits the task (same fingerprint,
+        well-formed), else from its oracle; per task, which one and why not the saved one."""
+        starts = {}
+        for task_id, oracle in self.tasks.items():
+            path, problem = self.path(task_id), None
+            fingerprint = self.fingerprints.get(task_id)
+            if path is not None and path.exists():
+                try:
+                    if fingerprint is None:
+                        raise SavedExpertError("the task's fingerprint is unknown, so it cannot be checked")
+                    self.tasks[task_id] = load_saved_expert(path, fingerprint)
+                except SavedExpertError as error:
+                    problem = str(error)
+            expert = self.tasks[task_id]
+            source = "oracle" if expert is oracle else "saved"
+            starts[task_id] = ExpertStart(task_id, source, path, len(expert.steps), expert.native, problem)
+        return starts
 
     def current(self, task_id: str) -> TaskExpert:
         """The task's expert now (never changed in place: a refresh replaces it, so this is a snapshot)."""
@@ -147,7 +163,8 @@ class ExpertBook:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{task_id}.json"
-        path.write_text(json.dumps(self.tasks[task_id].to_json(), indent=2))
+        saved = expert_json(self.tasks[task_id], self.fingerprints.get(task_id))
+        path.write_text(json.dumps(saved, indent=2))
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per task: the expert's length, how many steps are the policy's, and its refreshes."""

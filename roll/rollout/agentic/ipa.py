@@ -4,7 +4,9 @@
     roll agentic configs/ipa_terminal.yaml [key.sub=value ...]
 
 Serves the model in-process (`TorchEngine` behind `roll serve`'s app), starts the ModelProxyService (train
-mode) and a ROCK fleet, and builds each task's oracle expert trajectory. Then:
+mode) and a ROCK fleet, and builds each task's oracle expert trajectory. A task whose refreshed expert was
+saved by an earlier run under `output/experts/` (for the same task files) trains from that one instead; the
+run says which expert each task starts from, and why a saved one was not used. Then:
 
 1. before: the success rate at every start point k = 0..K-1 (k oracle chunks prefilled);
 2. `rounds` training rounds: per task, episodes at the schedule's anchors (sequential rollback with parallel
@@ -41,6 +43,7 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
     from roll.rollout.agentic.batches import round_trajectories
     from roll.rollout.agentic.expert import oracle_expert
     from roll.rollout.agentic.expert_book import ExpertBook
+    from roll.rollout.agentic.expert_store import task_fingerprint
     from roll.rollout.agentic.report import render_tables
     from roll.rollout.agentic.resampling import SequentialRollback, crucial_fork
     from roll.rollout.agentic.rounds import EpisodeRunner, evaluate, resample_round
@@ -58,7 +61,11 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
             raise SystemExit(f"task {task_id}: {loaded_task}")
         tasks.append(loaded_task)
     experts = {task.id: oracle_expert(task) for task in tasks}
-    book = ExpertBook(experts, config.output / "experts")
+    fingerprints = {task.id: task_fingerprint(task.path) for task in tasks}
+    book = ExpertBook(experts, config.output / "experts", fingerprints)
+    starts = book.load_saved()
+    for start in starts.values():
+        console.print(start.describe(), style=None if start.problem is None else "yellow", markup=False)
     ensure_base_images()
     loaded = load_model(config.model)
     trainer = RoundTrainer(config) if config.rounds else None
@@ -66,7 +73,13 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
         "model": config.model,
         "settings": config.model_dump(mode="json"),
         "tasks": {
-            task.id: {"expert_chunks": len(experts[task.id]), "rounds": [], "before": None, "after": None}
+            task.id: {
+                "expert_chunks": len(experts[task.id]),
+                "expert_start": starts[task.id].to_json(),
+                "rounds": [],
+                "before": None,
+                "after": None,
+            }
             for task in tasks
         },
         "rounds": [],
@@ -96,7 +109,7 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
             report["tasks"][task.id]["before"] = before[task.id]
         schedules = {
             task.id: SequentialRollback(
-                len(experts[task.id]), config.rollback.threshold, config.rollback.min_samples
+                len(book.current(task.id).steps), config.rollback.threshold, config.rollback.min_samples
             )
             for task in tasks
         }
