@@ -7,6 +7,11 @@ weights of the current step reached the engines. The bound is also enforced on t
 oldest chunk is more than `async_ratio` versions behind the step that would train on it is dropped and
 counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again.
 
+Dynamic sampling (`drop_uniform_groups: N`): a finished group whose episodes all got the same reward has a
+zero group-baseline advantage, so it would cost a train step's compute and teach nothing. Up to N such groups
+per step (a budget that grows by N with every step) are dropped and replaced by new groups; past the budget
+they are kept, so a policy that wins (or loses) everything still trains.
+
 Runs as an async Ray actor; every method is a coroutine on one event loop, so no locks are needed.
 """
 
@@ -37,6 +42,7 @@ class BufferCounters:
     infra_dropped: int = 0
     resampled_lost: int = 0
     groups_lost: int = 0
+    dropped_uniform: int = 0
 
 
 class SampleBuffer:
@@ -49,12 +55,14 @@ class SampleBuffer:
         seed_offset: int,
         step: int = 0,
         next_group: int = 0,
+        drop_uniform_groups: int = 0,
     ) -> None:
         self.group_size = group_size
         self.groups_per_step = groups_per_step
         self.async_ratio = async_ratio
         self.max_attempts = max_attempts
         self.seed_offset = seed_offset
+        self.drop_uniform_groups = drop_uniform_groups
         self.step = step
         self._first_step = step
         self._first_group = next_group
@@ -69,9 +77,17 @@ class SampleBuffer:
         self._dead: set[str] = set()
         self.counters = BufferCounters()
 
+    def _ahead(self) -> int:
+        return self.step - self._first_step + 1 + self.async_ratio
+
     def _quota(self) -> int:
-        ahead = self.step - self._first_step + 1 + self.async_ratio
-        return ahead * self.groups_per_step + self.counters.groups_lost
+        replaced = self.counters.groups_lost + self.counters.dropped_uniform
+        return self._ahead() * self.groups_per_step + replaced
+
+    def _drops_uniform(self, group: _Group) -> bool:
+        rewards = {t.reward for t in group.trajectories}
+        budget = self._ahead() * self.drop_uniform_groups
+        return len(rewards) == 1 and self.counters.dropped_uniform < budget
 
     def _is_stale(self, trajectory: Trajectory, step: int) -> bool:
         oldest = min(chunk.weight_version for chunk in trajectory.chunks)
@@ -154,11 +170,14 @@ class SampleBuffer:
         if trajectory is not None:
             group.trajectories.append(trajectory)
         if group.resolved == group.members:
-            if group.trajectories:
-                self._ready.append(task.group_id)
-            else:
+            if not group.trajectories:
                 del self._groups[task.group_id]
                 self.counters.groups_lost += 1
+            elif self._drops_uniform(group):
+                del self._groups[task.group_id]
+                self.counters.dropped_uniform += 1
+            else:
+                self._ready.append(task.group_id)
 
     async def get_batch(self, step: int) -> list[Trajectory]:
         """groups_per_step complete groups for train step `step` (stale trajectories dropped on the way)."""

@@ -116,6 +116,7 @@ class Cluster:
                 config.train_seed_offset,
                 step,
                 next_group,
+                rollout.drop_uniform_groups,
             )
         )
         from roll.models import resolve_model_path

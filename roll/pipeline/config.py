@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from roll.algo.config import IPALossConfig, LossConfig
 from roll.config import StrictConfig, type_or_torch
@@ -34,7 +34,22 @@ class RolloutConfig(StrictConfig):
     group_size: int = Field(4, ge=1, description="Episodes per env seed (group baselines need >= 2).")
     groups_per_step: int = Field(4, ge=1, description="Groups in one train batch.")
     max_attempts: int = Field(3, ge=1, description="Tries of an episode that fails for infra reasons.")
+    drop_uniform_groups: int = Field(
+        0,
+        ge=0,
+        description="Dynamic sampling: up to N groups per step whose episodes all got the same reward (no "
+        "group-baseline signal) are dropped and replaced by new groups; 0 keeps every group.",
+    )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+    @model_validator(mode="after")
+    def _uniform_needs_groups(self) -> RolloutConfig:
+        if self.drop_uniform_groups and self.group_size < 2:
+            raise ValueError(
+                "rollout.drop_uniform_groups needs rollout.group_size >= 2 (a group of one always has a "
+                "single reward): raise group_size or set drop_uniform_groups: 0"
+            )
+        return self
 
 
 class EnginesConfig(StrictConfig):

@@ -129,3 +129,39 @@ async def test_quota_counts_groups_not_episodes(ratio: int) -> None:
     while not await blocks(buffer):
         pass  # each probe takes one episode until the quota is reached
     assert buffer.counters.groups_started == (1 + ratio) * 2
+
+
+async def finish_group(buffer: SampleBuffer, rewards: list[float]) -> None:
+    for reward in rewards:
+        task = await take(buffer)
+        done = trajectory(task, [buffer.step]).model_copy(update={"reward": reward})
+        await buffer.put("w0", task, done)
+
+
+async def test_uniform_groups_are_replaced_within_the_per_step_budget() -> None:
+    buffer = await opened(
+        group_size=2, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=0, drop_uniform_groups=1
+    )
+    await finish_group(buffer, [1.0, 1.0])  # g0: no signal, dropped; g1 starts in its place
+    assert buffer.stats()["dropped_uniform"] == 1 and buffer.ready_groups() == 0
+    await finish_group(buffer, [0.0, 0.0])  # g1: uniform too, but step 0's budget of one is spent
+    assert buffer.stats()["dropped_uniform"] == 1 and buffer.ready_groups() == 1
+    assert await blocks(buffer)
+    batch = await asyncio.wait_for(buffer.get_batch(0), timeout=1)
+    assert [t.reward for t in batch] == [0.0, 0.0]
+    await buffer.set_step(1)  # the budget grows with the step
+    await finish_group(buffer, [1.0, 1.0])
+    await finish_group(buffer, [1.0, 0.0])
+    assert buffer.stats()["dropped_uniform"] == 2
+    batch = await asyncio.wait_for(buffer.get_batch(1), timeout=1)
+    assert sorted(t.reward for t in batch) == [0.0, 1.0]
+    assert {t.group_id for t in batch} == {"g3"}
+
+
+async def test_mixed_groups_are_never_dropped() -> None:
+    buffer = await opened(
+        group_size=2, groups_per_step=1, async_ratio=0, max_attempts=3, seed_offset=0, drop_uniform_groups=5
+    )
+    await finish_group(buffer, [0.5, 1.0])
+    assert buffer.stats()["dropped_uniform"] == 0 and buffer.ready_groups() == 1
+    assert await blocks(buffer)

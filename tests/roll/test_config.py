@@ -99,6 +99,14 @@ def test_train_config_picks_trainer_and_engine_variants_by_type() -> None:
         load_config(TrainConfig, None, ["trainer.type=megatron", "trainer.device=cuda"])
 
 
+def test_dropping_uniform_groups_needs_groups() -> None:
+    from roll.pipeline.config import TrainConfig
+
+    assert load_config(TrainConfig, None, ["rollout.drop_uniform_groups=2"]).rollout.drop_uniform_groups == 2
+    with pytest.raises(ConfigError, match=r"drop_uniform_groups needs rollout\.group_size >= 2"):
+        load_config(TrainConfig, None, ["rollout.drop_uniform_groups=2", "rollout.group_size=1"])
+
+
 def test_gpu_variants_say_they_need_a_gpu_when_built_on_this_machine() -> None:
     import torch
 
