@@ -96,11 +96,12 @@ def test_round_episodes_run_together_and_successes_refresh_the_expert(
     schedules = {task.id: SequentialRollback(2, threshold=0.5, min_samples=2)}
     runner = EpisodeRunner(config, fleet_url)
     console = io.StringIO()
+    log = Console(file=console, width=200)
     with ProxyThread(ProxyConfig(mode="train", upstream_url=url)) as proxy:
         # Round 0, anchors 1 and 0: their first calls reach the engine together (the engine holds them until
         # both are there; one at a time, the first would wait alone).
         scripted.gather_next(2)
-        (round0,) = resample_round(0, [task], book, schedules, runner, proxy.url, Console(file=console))
+        (round0,) = resample_round(0, [task], book, schedules, runner, proxy.url, log)
         assert scripted.max_in_flight == 2
         assert [e.reward for e in round0.episodes] == [1.0, 1.0], [e.trial.error for e in round0.episodes]
         assert [e.trajectory.metadata["start"] for e in round0.episodes if e.trajectory] == [1, 0]
@@ -128,7 +129,7 @@ def test_round_episodes_run_together_and_successes_refresh_the_expert(
 
         # Round 1: the prefix at start 1 is the policy's own command, replayed in the sandbox.
         first = len(scripted.prompts)
-        (round1,) = resample_round(1, [task], book, schedules, runner, proxy.url, Console(file=console))
+        (round1,) = resample_round(1, [task], book, schedules, runner, proxy.url, log)
         assert [e.reward for e in round1.episodes] == [1.0, 1.0], [e.trial.error for e in round1.episodes]
         prefilled = round1.episodes[0].trajectory
         assert prefilled is not None and prefilled.metadata["start"] == 1
@@ -141,19 +142,26 @@ def test_round_episodes_run_together_and_successes_refresh_the_expert(
         # Evaluation runs the oracle's prefixes, concurrently too.
         scripted.gather_next(2)
         scripted.max_in_flight = 0
-        rates = evaluate("eval", [task], {task.id: oracle}, runner, proxy.url, Console(file=console))
+        rates = evaluate("eval", [task], {task.id: oracle}, runner, proxy.url, log)
         assert rates == {task.id: {"0": 1.0, "1": 1.0}}
         assert scripted.max_in_flight == 2
-    assert "is the new expert" in console.getvalue()
+    printed = console.getvalue()
+    assert "is the new expert" in printed
+    # Each episode's line shows what the policy did last (shortened): its command, or its final words.
+    assert f"start 0/2: reward 1, 2 chunks; last: said {DONE}" in printed
 
 
 def test_jobs_keep_their_order_whatever_finishes_first(fleet_url: str, task: Task, engine: Any):
     config = IPATerminalConfig.model_validate({"task_ids": [task.id], "parallel_episodes": 2, "max_turns": 1})
     oracle = oracle_expert(task)
     runner = EpisodeRunner(config, fleet_url)
+    console = io.StringIO()
     with ProxyThread(ProxyConfig(mode="train", upstream_url=engine[1])) as proxy:
         jobs = [EpisodeJob(task, oracle, 1), EpisodeJob(task, oracle, 0), EpisodeJob(task, oracle, 1)]
-        episodes = runner.run_all(proxy.url, jobs, "order", Console(file=io.StringIO()))
+        episodes = runner.run_all(proxy.url, jobs, "order", Console(file=console, width=200))
     starts = [e.trajectory.metadata["start"] if e.trajectory else None for e in episodes]
     assert starts == [1, 0, 1]
     assert len({e.record.episode_id for e in episodes}) == 3
+    # From scratch the one call was the policy's command (its line shortened to 70 characters).
+    line = f"order find-large-files start 0/2: reward 1, 1 chunks; last: ran {OWN[:63]}...\n"
+    assert line in console.getvalue()

@@ -14,6 +14,7 @@ episode finished first.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,11 +80,34 @@ class EpisodeRunner:
             return list(pool.map(one, jobs))
 
 
+def last_answer(episode: AgentEpisode, width: int = 70) -> str:
+    """What the policy did last in the episode, shortened: `ran <command>` or `said <text>`."""
+    if not episode.record.chunks:
+        return ""
+    answer = episode.record.chunks[-1].answer
+    calls = answer.get("tool_calls") or []
+    if calls:
+        function = calls[0].get("function") or {}
+        arguments = str(function.get("arguments") or "")
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+        command = parsed.get("command") if isinstance(parsed, dict) else None
+        text = f"ran {command}" if isinstance(command, str) else f"called {function.get('name')} {arguments}"
+    else:
+        text = f"said {answer.get('content') or ''}"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def log_episode(console: Any, label: str, job: EpisodeJob, episode: AgentEpisode) -> None:
     chunks = len(episode.trajectory.chunks) if episode.trajectory else 0
+    failure = f" ({episode.trial.failure_mode})" if episode.trial.failure_mode else ""
     console.print(
         f"{label} {job.task.id} start {job.start}/{len(job.expert)}: reward {episode.reward:g}, "
-        f"{chunks} chunks {episode.trial.failure_mode or ''}"
+        f"{chunks} chunks{failure}; last: {last_answer(episode)}",
+        markup=False,
     )
 
 
