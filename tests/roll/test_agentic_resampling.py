@@ -206,6 +206,23 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
     assert "3 + (k=2)" in text
     assert "2.500 -> 1.250" in text and "4/4" in text and "1/3" in text
 
+    # Evaluated after every round: one column per round instead of `after`.
+    report["tasks"]["t"]["rounds"][0]["eval"] = {"0": 0.0, "1": 1.0, "2": 1.0}
+    report["tasks"]["t"]["rounds"][1]["eval"] = report["tasks"]["t"]["after"]
+    console = Console(record=True, width=200)
+    console.print(render_tables(report)[0])
+    text = console.export_text()
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("┃"))
+    columns = [cell.strip() for cell in header.split("┃")[1:-1]]
+    assert columns == ["task", "k", "before", "after r0", "after r1"]
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
+    assert rows == [
+        ["t", "0", "0.00", "0.00", "0.00"],
+        ["", "1", "0.00", "1.00", "0.50"],
+        ["", "2", "1.00", "1.00", "1.00"],
+    ]
+
 
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     from roll.models import render_chat

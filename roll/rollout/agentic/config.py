@@ -24,6 +24,11 @@ class EvalConfig(StrictConfig):
 
     episodes_per_start: int = Field(1, ge=1, description="Episodes at every start point 0..K-1")
     temperature: float = Field(0.0, ge=0, description="Sampling temperature of evaluation episodes")
+    every_round: bool = Field(
+        False,
+        description="Also after every training round (the last one is the `after` evaluation), so the report "
+        "shows how success by start point moves round by round",
+    )
 
 
 class TrainConfig(StrictConfig):

@@ -14,7 +14,8 @@ run says which expert each task starts from, and why a saved one was not used. T
    fallback when a task has no success), `train.steps_per_round` IPA steps on the torch train backend, the
    new weights into the engine. A success from an earlier start that is a better expert (shorter, or more
    of it the policy's own) replaces the task's expert (`expert_book`; saved under `output/experts/`);
-3. after: the success rate by start point again (when `rounds` > 0), on the oracle prefixes as before.
+3. after: the success rate by start point again (when `rounds` > 0), on the oracle prefixes as before;
+   with `eval.every_round`, after every round (the table then has a column per round).
 
 Episodes run `parallel_episodes` at a time (`rounds`). Prints the tables and writes `report.json` under
 `output`.
@@ -142,10 +143,14 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
                 f"trainer version {summary['trainer_version']}, engine version {summary['engine_version']}"
             )
             report["rounds"].append(summary)
-        if config.rounds:
-            after = evaluate("after", tasks, experts, runner, eval_proxy.url, console)
-            for task in tasks:
-                report["tasks"][task.id]["after"] = after[task.id]
+            if config.eval.every_round or round_index == config.rounds - 1:
+                label = f"after round {round_index}"
+                rates = evaluate(label, tasks, experts, runner, eval_proxy.url, console)
+                for task in tasks:
+                    report["tasks"][task.id]["after"] = rates[task.id]
+                    if config.eval.every_round:
+                        report["tasks"][task.id]["rounds"][-1]["eval"] = rates[task.id]
+            save_report(report, config, began)  # a run stopped later still leaves its rounds so far
     for task in tasks:
         row = report["tasks"][task.id]
         row["expert"] = book.summary()[task.id]
@@ -153,13 +158,17 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
             if row[phase] is not None:
                 rates = {int(k): v for k, v in row[phase].items()}
                 row[f"crucial_fork_{phase}"] = crucial_fork(rates, config.crucial_fork_gap)
-    report["wall_time_s"] = round(time.monotonic() - began, 1)
+    save_report(report, config, began)
     for table in render_tables(report):
         console.print(table)
-    config.output.mkdir(parents=True, exist_ok=True)
-    (config.output / "report.json").write_text(json.dumps(report, indent=2))
     console.print(f"report: {config.output / 'report.json'}")
     return report
+
+
+def save_report(report: dict[str, Any], config: IPATerminalConfig, began: float) -> None:
+    report["wall_time_s"] = round(time.monotonic() - began, 1)
+    config.output.mkdir(parents=True, exist_ok=True)
+    (config.output / "report.json").write_text(json.dumps(report, indent=2))
 
 
 def main(argv: list[str] | None = None) -> None:

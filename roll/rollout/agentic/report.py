@@ -1,5 +1,6 @@
-"""The IPA-on-terminal-tasks report: success by start point before and after training, and how the
-rollback start point moved, as rich tables (the same numbers are in report.json)."""
+"""The IPA-on-terminal-tasks report: success by start point before and after training (and after every
+round, when evaluated), and how the rollback start point moved, as rich tables (the same numbers are in
+report.json)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,21 @@ def render_tables(report: dict[str, Any]) -> list[Any]:
     title = f"success rate by start point k (k expert chunks prefilled), {report['model']}"
     if wall is not None:
         title += f", {wall / 60:.1f} min"
+    # With an evaluation after every round, one column per round (the last one is `after`).
+    evaluated = sorted(
+        {entry["round"] for row in report["tasks"].values() for entry in row["rounds"] if "eval" in entry}
+    )
     success = Table(title=title)
-    for column in ("task", "k", "before", "after"):
+    columns = ["task", "k", "before", *(f"after r{index}" for index in evaluated)]
+    for column in columns if evaluated else [*columns, "after"]:
         success.add_column(column, justify="left" if column == "task" else "right")
     for task_id, row in report["tasks"].items():
+        evals = {entry["round"]: entry.get("eval") for entry in row["rounds"]}
         for start in range(row["expert_chunks"]):
             name = task_id if start == 0 else ""
-            success.add_row(name, str(start), _rate(row["before"], start), _rate(row.get("after"), start))
+            later = [_rate(evals.get(index), start) for index in evaluated]
+            later = later or [_rate(row.get("after"), start)]
+            success.add_row(name, str(start), _rate(row["before"], start), *later)
         success.add_section()
     tables = [success]
     if any(row["rounds"] for row in report["tasks"].values()):
