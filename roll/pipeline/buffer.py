@@ -7,12 +7,10 @@ weights of the current step reached the engines. The bound is also enforced on t
 oldest chunk is more than `async_ratio` versions behind the step that would train on it is dropped and
 counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again.
 
-Dynamic sampling (`drop_uniform_groups: N`): a finished group whose episodes all got the same reward has a
-zero group-baseline advantage, so it would cost a train step's compute and teach nothing. Up to N such groups
-per step (a budget that grows by N with every step) are dropped and replaced by new groups; past the budget
-they are kept, so a policy that wins (or loses) everything still trains.
-
-Runs as an async Ray actor; every method is a coroutine on one event loop, so no locks are needed.
+Dynamic sampling (`drop_uniform_groups: N`): a finished group whose episodes all got the same reward (as
+reward.source picks it) has a zero group-baseline advantage, so it would cost a train step's compute and teach
+nothing. Up to N such groups per step (a budget that grows by N with every step) are dropped and replaced by
+new groups; past the budget they are kept, so a policy that wins (or loses) everything still trains.
 """
 
 from __future__ import annotations
@@ -21,6 +19,8 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
+from roll.pipeline.config import RewardSource
+from roll.pipeline.rewards import source_reward
 from roll.rollout.episode import EpisodeTask
 from roll.types import Trajectory
 
@@ -56,6 +56,7 @@ class SampleBuffer:
         step: int = 0,
         next_group: int = 0,
         drop_uniform_groups: int = 0,
+        reward_source: RewardSource = "env",
     ) -> None:
         self.group_size = group_size
         self.groups_per_step = groups_per_step
@@ -63,6 +64,7 @@ class SampleBuffer:
         self.max_attempts = max_attempts
         self.seed_offset = seed_offset
         self.drop_uniform_groups = drop_uniform_groups
+        self.reward_source = reward_source
         self.step = step
         self._first_step = step
         self._first_group = next_group
@@ -85,7 +87,7 @@ class SampleBuffer:
         return self._ahead() * self.groups_per_step + replaced
 
     def _drops_uniform(self, group: _Group) -> bool:
-        rewards = {t.reward for t in group.trajectories}
+        rewards = {source_reward(t, self.reward_source) for t in group.trajectories}
         budget = self._ahead() * self.drop_uniform_groups
         return len(rewards) == 1 and self.counters.dropped_uniform < budget
 

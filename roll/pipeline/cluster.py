@@ -117,6 +117,7 @@ class Cluster:
                 step,
                 next_group,
                 rollout.drop_uniform_groups,
+                config.reward.source,
             )
         )
         from roll.models import resolve_model_path

@@ -88,7 +88,16 @@ class ResourcesConfig(StrictConfig):
     engine_gpus: float = Field(0.0, ge=0.0, description="Per engine.")
 
 
+RewardSource = Literal["env", "success"]
+
+
 class RewardConfig(StrictConfig):
+    source: RewardSource = Field(
+        "env",
+        description="env: the sum of the env's step rewards (with any shaping the env adds, e.g. partial "
+        "credit for a near miss); success: 1 for an episode that succeeded (its last step reward >= "
+        "env.success_reward), else 0.",
+    )
     normalization: Literal["none", "group", "group_std", "batch_std"] = Field(
         "none",
         description="none; group: subtract the group's mean reward; group_std: and divide by its std; "

@@ -20,7 +20,7 @@ from rich.console import Console
 from roll.pipeline.cluster import Cluster, init_ray
 from roll.pipeline.config import TrainConfig
 from roll.pipeline.display import StepProgress, print_summary
-from roll.pipeline.rewards import normalize_rewards
+from roll.pipeline.rewards import train_rewards
 from roll.pipeline.tracking import RunLog, episode_metrics
 from roll.rollout.episode import EpisodeTask
 
@@ -77,7 +77,7 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
     batch = cluster.next_batch(step)
     got_batch = time.perf_counter()
     slept = cluster.shrink_engines() if should_shrink(cluster, config) else []
-    train_metrics = cluster.train_step(normalize_rewards(batch, config.reward))
+    train_metrics = cluster.train_step(train_rewards(batch, config.reward))
     cluster.expand_engines()
     trained = time.perf_counter()
     version = cluster.sync_weights()
