@@ -144,6 +144,7 @@ VALID: dict[str, Any] = {
             b"\xff\xfe",
             "it is not UTF-8 text ('utf-8' codec can't decode byte 0xff in position 0: invalid start byte)",
         ),
+        (None, "it cannot be read (Is a directory)"),
         ("[1, 2]", "it is not a JSON object"),
         (
             {**VALID, "task_fingerprint": None},
@@ -166,7 +167,7 @@ VALID: dict[str, Any] = {
         ({**VALID, "refreshes": {"round": 0}}, "'refreshes' must be a list of objects"),
     ],
     ids=[
-        *("json", "utf8", "object", "fingerprint", "steps"),
+        *("json", "utf8", "directory", "object", "fingerprint", "steps"),
         *("keys", "command", "content", "origins", "refreshes"),
     ],
 )
@@ -175,7 +176,9 @@ def test_a_malformed_saved_expert_is_rejected(task: Task, tmp_path: Path, conten
     folder.mkdir()
     path = folder / f"{task.id}.json"
     fingerprint = task_fingerprint(task.path)
-    if isinstance(content, bytes):
+    if content is None:
+        path.mkdir()
+    elif isinstance(content, bytes):
         path.write_bytes(content)
     elif isinstance(content, str):
         path.write_text(content)
@@ -191,5 +194,7 @@ def test_a_malformed_saved_expert_is_rejected(task: Task, tmp_path: Path, conten
     )
     assert book.current(task.id).steps == oracle_expert(task)
     # The valid file with the right fingerprint is taken (so each case above fails for its own reason).
+    if path.is_dir():
+        path.rmdir()
     path.write_text(json.dumps({"task_fingerprint": fingerprint, **VALID}))
     assert book_for(task, folder).load_saved()[task.id].source == "saved"

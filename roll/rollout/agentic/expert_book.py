@@ -159,10 +159,10 @@ class ExpertBook:
         return True
 
     def save(self, task_id: str) -> None:
-        if self.folder is None:
+        path = self.path(task_id)
+        if path is None:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{task_id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
         saved = expert_json(self.tasks[task_id], self.fingerprints.get(task_id))
         path.write_text(json.dumps(saved, indent=2))
 

@@ -106,6 +106,10 @@ def load_saved_expert(path: Path, fingerprint: str) -> TaskExpert:
     FileNotFoundError when there is none."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise SavedExpertError(f"it cannot be read ({error.strerror or error})") from error
     except UnicodeDecodeError as error:
         raise SavedExpertError(f"it is not UTF-8 text ({error})") from error
     except json.JSONDecodeError as error:
