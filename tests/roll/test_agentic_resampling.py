@@ -94,6 +94,29 @@ def test_sequential_rollback_moves_back_when_the_start_is_learned():
     assert schedule.rates() == {0: 1.0, 1: 1.0, 2: 0.5}
 
 
+def test_with_a_window_only_the_latest_episodes_at_a_start_count():
+    # The run's case: three failures at start 3 before the policy learned it, then a success.
+    history = [False, False, False, True]
+    everything = SequentialRollback(num_chunks=5, threshold=0.5, min_samples=1)
+    windowed = SequentialRollback(num_chunks=5, threshold=0.5, min_samples=1, window=2)
+    for schedule in (everything, windowed):
+        schedule.record(4, True)
+        assert schedule.current == 3
+        for success in history:
+            schedule.record(3, success)
+    assert everything.current == 3  # 1/4 < 0.5
+    assert windowed.current == 2  # the latest two: 1/2 >= 0.5
+    assert windowed.rates() == everything.rates() == {3: 0.25, 4: 1.0}  # the table still shows every episode
+    # min_samples still holds within the window.
+    strict = SequentialRollback(num_chunks=3, threshold=1.0, min_samples=2, window=2)
+    strict.record(2, True)
+    assert strict.current == 2
+    strict.record(2, True)
+    assert strict.current == 1
+    with pytest.raises(ValueError, match=r"window \(1\) must be at least min_samples \(2\)"):
+        SequentialRollback(num_chunks=3, min_samples=2, window=1)
+
+
 def test_anchors_are_the_current_start_and_those_before_it():
     schedule = SequentialRollback(num_chunks=5)
     assert schedule.anchors(3) == [4, 3, 2]
@@ -134,6 +157,12 @@ def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
         load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["anchor=2"])
     with pytest.raises(ConfigError, match=r"train\.loss"):
         load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["train.loss.type=grpo"])
+    with pytest.raises(
+        ConfigError, match=r"rollback\.window \(1\) must be at least rollback\.min_samples \(2\)"
+    ):
+        load_config(
+            IPATerminalConfig, configs / "ipa_terminal.yaml", ["rollback.window=1", "rollback.min_samples=2"]
+        )
 
 
 def test_the_report_tables_show_success_before_and_after_and_the_rollback_path():

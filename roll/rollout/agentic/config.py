@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from roll.algo.config import IPALossConfig
 from roll.config import StrictConfig
@@ -17,6 +17,20 @@ class RollbackConfig(StrictConfig):
         0.5, gt=0, le=1, description="Success rate at the current start that moves it back"
     )
     min_samples: int = Field(2, ge=1, description="Episodes at the current start before it may move back")
+    window: int | None = Field(
+        None,
+        ge=1,
+        description="Only the latest `window` episodes at a start count (null: all of them); the policy "
+        "changes every round, so older episodes measured an older policy",
+    )
+
+    @model_validator(mode="after")
+    def _window_holds_min_samples(self) -> RollbackConfig:
+        if self.window is not None and self.window < self.min_samples:
+            raise ValueError(
+                f"rollback.window ({self.window}) must be at least rollback.min_samples ({self.min_samples})"
+            )
+        return self
 
 
 class EvalConfig(StrictConfig):

@@ -110,7 +110,10 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
             report["tasks"][task.id]["before"] = before[task.id]
         schedules = {
             task.id: SequentialRollback(
-                len(book.current(task.id).steps), config.rollback.threshold, config.rollback.min_samples
+                len(book.current(task.id).steps),
+                config.rollback.threshold,
+                config.rollback.min_samples,
+                config.rollback.window,
             )
             for task in tasks
         }

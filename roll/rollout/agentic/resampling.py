@@ -5,7 +5,9 @@ A start point k means: the first k expert chunks are prefilled (their commands r
 context) and the policy continues from there. k = K is the full expert; k = 0 is from scratch.
 
 - Sequential rollback: start near the end (k = K - 1); once the success rate at the current start reaches
-  `threshold` over at least `min_samples` episodes, move the start back one chunk, down to 0.
+  `threshold` over at least `min_samples` episodes, move the start back one chunk, down to 0. With a
+  `window`, only the latest `window` episodes at a start count: the policy changes every round, so the
+  failures before it learned a start would otherwise hold it there long after it succeeds.
 - Parallelized initialization: several anchors in one batch, the current start and the ones before it.
 - Crucial fork: the chunk k where success when starting after it (k + 1) is much higher than before it (k).
 """
@@ -15,14 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def success_rate(outcomes: list[bool]) -> float:
+    return sum(outcomes) / len(outcomes) if outcomes else 0.0
+
+
 @dataclass
 class StartStats:
-    successes: int = 0
-    episodes: int = 0
+    """The outcomes of the episodes started at one point, in order."""
+
+    outcomes: list[bool] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
-        return self.successes / self.episodes if self.episodes else 0.0
+        return success_rate(self.outcomes)
 
 
 @dataclass
@@ -32,6 +39,7 @@ class SequentialRollback:
     num_chunks: int
     threshold: float = 0.5
     min_samples: int = 4
+    window: int | None = None
     current: int = field(init=False)
     stats: dict[int, StartStats] = field(default_factory=dict, init=False)
 
@@ -40,17 +48,21 @@ class SequentialRollback:
             raise ValueError(f"an expert trajectory needs at least one chunk, got {self.num_chunks}")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.window is not None and self.window < self.min_samples:
+            raise ValueError(
+                f"window ({self.window}) must be at least min_samples ({self.min_samples}), or the start "
+                "could never move back"
+            )
         self.current = self.num_chunks - 1
 
     def record(self, start: int, success: bool) -> None:
         """Count one episode started at `start`; the current start moves back when it is learned."""
         if not 0 <= start <= self.num_chunks:
             raise ValueError(f"start {start} is outside 0..{self.num_chunks}")
-        stats = self.stats.setdefault(start, StartStats())
-        stats.episodes += 1
-        stats.successes += int(success)
-        here = self.stats.get(self.current, StartStats())
-        if self.current > 0 and here.episodes >= self.min_samples and here.rate >= self.threshold:
+        self.stats.setdefault(start, StartStats()).outcomes.append(success)
+        outcomes = self.stats.get(self.current, StartStats()).outcomes
+        recent = outcomes if self.window is None else outcomes[-self.window :]
+        if self.current > 0 and len(recent) >= self.min_samples and success_rate(recent) >= self.threshold:
             self.current -= 1
 
     def rebase(self, num_chunks: int, shared: int) -> None:
