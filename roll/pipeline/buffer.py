@@ -5,7 +5,9 @@ while fewer than `(steps done + 1 + async_ratio) * groups_per_step` groups (plus
 started. `async_ratio: 0` is therefore the synchronous pipeline: the next batch is generated only after the
 weights of the current step reached the engines. The bound is also enforced on the data: a trajectory whose
 oldest chunk is more than `async_ratio` versions behind the step that would train on it is dropped and
-counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again.
+counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again; when
+LOST_GROUPS_LIMIT groups in a row lose every episode that way, the rollout is broken (env or engine failing on
+every call) and get_batch raises instead of starting groups forever.
 
 Dynamic sampling (`drop_uniform_groups: N`): a finished group whose episodes all got the same reward (as
 reward.source picks it) has a zero group-baseline advantage, so it would cost a train step's compute and teach
@@ -23,6 +25,12 @@ from roll.pipeline.config import RewardSource
 from roll.pipeline.rewards import source_reward
 from roll.rollout.episode import EpisodeTask
 from roll.types import Trajectory
+
+LOST_GROUPS_LIMIT = 8
+
+
+class RolloutFailing(RuntimeError):
+    """Every episode of many groups in a row failed for infrastructure reasons."""
 
 
 @dataclass
@@ -77,6 +85,7 @@ class SampleBuffer:
         self._stopped = False
         self._open = False
         self._dead: set[str] = set()
+        self._lost_in_a_row = 0
         self.counters = BufferCounters()
 
     def _ahead(self) -> int:
@@ -172,6 +181,7 @@ class SampleBuffer:
         if trajectory is not None:
             group.trajectories.append(trajectory)
         if group.resolved == group.members:
+            self._lost_in_a_row = 0 if group.trajectories else self._lost_in_a_row + 1
             if not group.trajectories:
                 del self._groups[task.group_id]
                 self.counters.groups_lost += 1
@@ -187,6 +197,12 @@ class SampleBuffer:
             batch: list[Trajectory] = []
             taken = 0
             while taken < self.groups_per_step:
+                if self._lost_in_a_row >= LOST_GROUPS_LIMIT:
+                    raise RolloutFailing(
+                        f"{self._lost_in_a_row} groups in a row lost every episode to errors (each tried "
+                        f"{self.max_attempts} times): the env or the engine fails on every call. The rollout "
+                        "workers' log (above) shows the error; fix it and run again (resume=true continues)"
+                    )
                 if not self._ready:
                     await self._changed.wait()
                     continue

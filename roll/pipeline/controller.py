@@ -23,6 +23,7 @@ from roll.pipeline.display import StepProgress, print_summary
 from roll.pipeline.rewards import train_rewards
 from roll.pipeline.tracking import RunLog, episode_metrics
 from roll.rollout.episode import EpisodeTask
+from roll.rollout.gem_env import check_env
 
 if TYPE_CHECKING:
     from roll.sft.config import SFTConfig
@@ -36,6 +37,7 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
     previous = RunLog.find_checkpoint(run_dir) if config.resume else None
     log = RunLog(run_dir, resume_step=previous[1]["step"] if previous else None)
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
+    check_env(config.env, config.train_seed_offset)
     policy = warm_start(config, console) if config.warm_start else config.trainer.model
     init_ray(config)
     start = previous[1]["step"] if previous else 0

@@ -57,6 +57,49 @@ class LatencyEnv:
         _close(self.env)
 
 
+class EnvUnavailableError(RuntimeError):
+    """The configured env cannot be made or reset here; the message names the env's own error."""
+
+
+def make_env(config: GEMEnvConfig) -> Any:
+    """A new env for one episode: gem.make in this process, or rock.make (a sandbox) with env.rock_url."""
+    if config.rock_url is not None:
+        from rock.envs import make as rock_make
+
+        maker, make = "rock.make", lambda: rock_make(config.env_id, url=config.rock_url, **config.env_kwargs)
+    else:
+        import gem
+
+        maker, make = "gem.make", lambda: gem.make(config.env_id, **config.env_kwargs)
+    try:
+        env = make()
+    except Exception as error:
+        raise EpisodeError(
+            f"{maker}({config.env_id!r}) failed: {error}; check env.env_id, env.env_kwargs and env.rock_url"
+        ) from error
+    return LatencyEnv(env, config.latency_s) if config.latency_s else env
+
+
+def check_env(config: GEMEnvConfig, seed: int) -> None:
+    """Make and reset a local GEM env once, so that an env id that cannot run here (unknown, or missing a
+    package or data it downloads) stops the run before any actor starts, instead of every episode failing.
+    ROCK envs are not checked here: each makes a sandbox, and the service reports its own errors."""
+    if config.rock_url is not None:
+        return
+    try:
+        env = make_env(config)
+        try:
+            env.reset(seed=seed)
+        finally:
+            _close(env)
+    except Exception as error:
+        cause = error.__cause__ or error
+        raise EnvUnavailableError(
+            f"env {config.env_id!r} cannot be played on this machine: {type(cause).__name__}: {cause}. "
+            "Pick another env.env_id (GEM's game: and rg: envs need no downloads), or install what it needs"
+        ) from error
+
+
 class GEMEnvManager:
     def __init__(self, config: GEMEnvConfig, tokenizer: PreTrainedTokenizerBase) -> None:
         self.config = config
@@ -66,26 +109,8 @@ class GEMEnvManager:
         # GEM seeds Python's and numpy's global generators in reset(): resets must not interleave.
         self._reset_lock = threading.Lock()
 
-    def _make(self) -> Any:
-        cfg = self.config
-        if cfg.rock_url is not None:
-            from rock.envs import make as rock_make
-
-            maker, make = "rock.make", lambda: rock_make(cfg.env_id, url=cfg.rock_url, **cfg.env_kwargs)
-        else:
-            import gem
-
-            maker, make = "gem.make", lambda: gem.make(cfg.env_id, **cfg.env_kwargs)
-        try:
-            env = make()
-        except Exception as error:
-            raise EpisodeError(
-                f"{maker}({cfg.env_id!r}) failed: {error}; check env.env_id, env.env_kwargs and env.rock_url"
-            ) from error
-        return LatencyEnv(env, cfg.latency_s) if cfg.latency_s else env
-
     def _make_and_reset(self, seed: int) -> tuple[Any, str]:
-        env = self._make()
+        env = make_env(self.config)
         try:
             if self.config.rock_url is not None:  # a sandbox of its own: nothing global to protect
                 observation, _ = env.reset(seed=seed)

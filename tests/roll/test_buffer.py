@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from roll.pipeline.buffer import SampleBuffer
+from roll.pipeline.buffer import LOST_GROUPS_LIMIT, RolloutFailing, SampleBuffer
 from roll.rollout.episode import EpisodeTask
 from roll.types import Chunk, Trajectory
 
@@ -165,3 +165,24 @@ async def test_mixed_groups_are_never_dropped() -> None:
     await finish_group(buffer, [0.5, 1.0])
     assert buffer.stats()["dropped_uniform"] == 0 and buffer.ready_groups() == 1
     assert await blocks(buffer)
+
+
+async def test_a_rollout_that_loses_every_group_stops_the_batch_with_the_reason() -> None:
+    buffer = await opened(group_size=1, groups_per_step=1, async_ratio=0, max_attempts=1, seed_offset=0)
+    pending = asyncio.create_task(buffer.get_batch(0))
+    for _ in range(LOST_GROUPS_LIMIT - 1):
+        await buffer.fail("w0", await take(buffer))
+    await asyncio.sleep(0.01)
+    assert not pending.done()  # a few lost groups are replaced, not fatal
+    await buffer.fail("w0", await take(buffer))
+    with pytest.raises(RolloutFailing, match=f"{LOST_GROUPS_LIMIT} groups in a row lost every episode"):
+        await asyncio.wait_for(pending, timeout=1)
+
+
+async def test_one_played_group_resets_the_count_of_lost_groups() -> None:
+    buffer = await opened(group_size=1, groups_per_step=1, async_ratio=0, max_attempts=1, seed_offset=0)
+    for _ in range(LOST_GROUPS_LIMIT - 1):
+        await buffer.fail("w0", await take(buffer))
+    task = await take(buffer)
+    await buffer.put("w0", task, trajectory(task, [0]))
+    assert len(await asyncio.wait_for(buffer.get_batch(0), timeout=1)) == 1

@@ -13,7 +13,7 @@ import pytest
 from roll.engine.types import Completion, GenerateResult, SamplingParams
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.rollout.episode import EpisodeTask
-from roll.rollout.gem_env import GEMEnvManager
+from roll.rollout.gem_env import EnvUnavailableError, GEMEnvManager, check_env
 from roll.types import Trajectory, pack_trajectories
 
 if TYPE_CHECKING:
@@ -203,3 +203,55 @@ async def test_terminal_task_through_rock_is_played_with_bash_actions(
     assert (unsolved.reward, unsolved.metadata["success"]) == (0.0, False)
     with pytest.raises(ValueError, match=r"set env\.rock_url"):
         GEMEnvConfig(env_id=f"terminal:{task}")
+
+
+class ScriptedConstant:
+    """Test double of an LLM that always answers the same text."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, answer: str) -> None:
+        self.tokenizer = tokenizer
+        self.answer = answer
+
+    async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+        ids = [*self.tokenizer(self.answer, add_special_tokens=False).input_ids, params.stop_token_ids[0]]
+        completion = Completion(
+            index=0, token_ids=ids, logprobs=[-0.5] * len(ids), text=self.answer, finish_reason="stop"
+        )
+        return GenerateResult(
+            request_id="c",
+            prompt_token_ids=prompt_ids,
+            completions=[completion],
+            weight_version=0,
+            ttft_s=0.0,
+            latency_s=0.0,
+        )
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    ["game:Sudoku-v0-easy", "game:Minesweeper-v0-easy", "game:Mastermind-v0-easy", "rg:basic_arithmetic"],
+)
+async def test_other_gem_envs_give_the_envs_own_rewards(tiny_moe: LoadedModel, env_id: str) -> None:
+    import gem
+
+    answer = "\\boxed{12}"
+    config = GEMEnvConfig(env_id=env_id, max_turns=3)
+    trajectory = await GEMEnvManager(config, tiny_moe.tokenizer).run_episode(
+        EpisodeTask("g0", seed=3), ScriptedConstant(tiny_moe.tokenizer, answer), SamplingConfig()
+    )
+    env = gem.make(env_id)
+    env.reset(seed=3)
+    rewards = []
+    for _ in range(trajectory.metadata["turns"]):
+        _, reward, terminated, truncated, _ = env.step(answer)
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    assert len(rewards) == trajectory.metadata["turns"]
+    assert trajectory.reward == pytest.approx(sum(rewards))
+
+
+def test_an_env_that_cannot_run_here_is_refused_before_the_run_starts() -> None:
+    check_env(GAME, seed=0)
+    with pytest.raises(EnvUnavailableError, match=r"'game:NoSuchGame-v0' cannot be played on this machine"):
+        check_env(GEMEnvConfig(env_id="game:NoSuchGame-v0"), seed=0)
