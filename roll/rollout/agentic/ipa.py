@@ -54,7 +54,8 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
     from rome.bench.tasks import Task, load_task
 
     began = time.monotonic()
-    console = Console(stderr=True)
+    # Written to a log, rich would wrap at 80 columns and cut the per-round table's task names.
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
     tasks: list[Task] = []
     for task_id in config.task_ids:
         loaded_task = load_task(config.tasks_dir / task_id)
