@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from test_rollout import scripted_result
 from typer.testing import CliRunner
 
 from roll.cli import app
-from roll.engine.types import Completion, GenerateResult, SamplingParams
+from roll.engine.types import GenerateResult, SamplingParams
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.experts.generate import generate_expert_data, play_expert_episode
@@ -85,17 +86,8 @@ class ReplayPolicy:
         text = self.answers.pop(0)
         end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")  # what a chat model ends a turn with
         assert end_of_turn in params.stop_token_ids
-        ids = [*self.tokenizer(text, add_special_tokens=False).input_ids, end_of_turn]
-        completion = Completion(
-            index=0, token_ids=ids, logprobs=[0.0] * len(ids), text=text, finish_reason="stop"
-        )
-        return GenerateResult(
-            request_id="replay",
-            prompt_token_ids=prompt_ids,
-            completions=[completion],
-            weight_version=0,
-            ttft_s=0.0,
-            latency_s=0.0,
+        return scripted_result(
+            self.tokenizer, text, end_of_turn, prompt_ids, logprob=0.0, request_id="replay"
         )
 
 

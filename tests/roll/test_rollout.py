@@ -24,6 +24,31 @@ if TYPE_CHECKING:
 GAME = GEMEnvConfig(env_id="game:GuessTheNumber-v0-easy", max_turns=6, format_pattern=r"\\boxed\{")
 
 
+def scripted_result(
+    tokenizer: PreTrainedTokenizerBase,
+    text: str,
+    end_of_turn: int,
+    prompt_ids: list[int],
+    *,
+    logprob: float = -0.5,
+    weight_version: int = 0,
+    request_id: str = "scripted",
+) -> GenerateResult:
+    """What the engine returns for a scripted reply: its tokens, ending the turn, with made-up logprobs."""
+    ids = [*tokenizer(text, add_special_tokens=False).input_ids, end_of_turn]
+    completion = Completion(
+        index=0, token_ids=ids, logprobs=[logprob] * len(ids), text=text, finish_reason="stop"
+    )
+    return GenerateResult(
+        request_id=request_id,
+        prompt_token_ids=prompt_ids,
+        completions=[completion],
+        weight_version=weight_version,
+        ttft_s=0.0,
+        latency_s=0.0,
+    )
+
+
 class ScriptedBinarySearch:
     """Test double of an LLM: answers GuessTheNumber by binary search from the hints in the chat."""
 
@@ -46,17 +71,13 @@ class ScriptedBinarySearch:
             else f"My guess is \\boxed{{{(low + high) // 2}}}."
         )
         self.calls += 1
-        ids = [*self.tokenizer(answer, add_special_tokens=False).input_ids, params.stop_token_ids[0]]
-        completion = Completion(
-            index=0, token_ids=ids, logprobs=[-0.5] * len(ids), text=answer, finish_reason="stop"
-        )
-        return GenerateResult(
-            request_id=str(self.calls),
-            prompt_token_ids=prompt_ids,
-            completions=[completion],
+        return scripted_result(
+            self.tokenizer,
+            answer,
+            params.stop_token_ids[0],
+            prompt_ids,
             weight_version=7,
-            ttft_s=0.0,
-            latency_s=0.0,
+            request_id=str(self.calls),
         )
 
 
@@ -213,18 +234,7 @@ class ScriptedConstant:
         self.answer = answer
 
     async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
-        ids = [*self.tokenizer(self.answer, add_special_tokens=False).input_ids, params.stop_token_ids[0]]
-        completion = Completion(
-            index=0, token_ids=ids, logprobs=[-0.5] * len(ids), text=self.answer, finish_reason="stop"
-        )
-        return GenerateResult(
-            request_id="c",
-            prompt_token_ids=prompt_ids,
-            completions=[completion],
-            weight_version=0,
-            ttft_s=0.0,
-            latency_s=0.0,
-        )
+        return scripted_result(self.tokenizer, self.answer, params.stop_token_ids[0], prompt_ids)
 
 
 @pytest.mark.parametrize(
