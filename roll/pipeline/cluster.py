@@ -227,7 +227,9 @@ class Cluster:
     def save(self, log: RunLog, step: int) -> None:
         folder = log.checkpoint_dir(step)
         self.trainer.save(str(folder))
-        log.mark_checkpoint(step, {"step": step, "next_group": self.next_group()})
+        log.mark_checkpoint(
+            step, {"step": step, "next_group": self.next_group()}, self.config.keep_checkpoints
+        )
 
     def export_model(self, folder: Path) -> None:
         """The trained policy as a Hugging Face folder (`roll serve --model FOLDER` serves it)."""

@@ -139,6 +139,9 @@ class TrainConfig(StrictConfig):
     )
     train_seed_offset: int = Field(10_000, ge=0, description="Env seed of the first training group.")
     save_every: int = Field(1, ge=0, description="Checkpoint every N steps (0: only at the end).")
+    keep_checkpoints: int = Field(
+        1, ge=1, description="Newest checkpoints kept (each: weights and optimizer state; resume needs one)."
+    )
     resume: bool = Field(False, description="Continue from the last checkpoint in the output dir.")
     trainer: TrainerConfig = Field(default_factory=TorchBackendConfig)
     loss: LossConfig = Field(default_factory=IPALossConfig)

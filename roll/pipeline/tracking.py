@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,14 @@ class RunLog:
     def checkpoint_dir(self, step: int) -> Path:
         return self.checkpoints / f"step_{step:06d}"
 
-    def mark_checkpoint(self, step: int, state: dict[str, Any]) -> None:
-        """Written after the trainer's files: a checkpoint without this marker is incomplete and ignored."""
+    def mark_checkpoint(self, step: int, state: dict[str, Any], keep: int) -> None:
+        """Written after the trainer's files: a checkpoint without this marker is incomplete and ignored.
+        Then only the newest `keep` checkpoints stay (each holds the weights and the optimizer state)."""
         (self.checkpoint_dir(step) / PIPELINE_STATE).write_text(json.dumps(state))
         (self.checkpoints / LATEST).write_text(self.checkpoint_dir(step).name)
+        folders = sorted(self.checkpoints.glob("step_*"), key=lambda folder: folder.name)
+        for old in folders[: max(len(folders) - keep, 0)]:
+            shutil.rmtree(old)
 
     @staticmethod
     def find_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:

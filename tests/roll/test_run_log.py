@@ -1,0 +1,32 @@
+"""The run folder's checkpoint bookkeeping: the `latest` marker and how many checkpoints stay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roll.pipeline.tracking import RunLog
+
+
+def checkpoint(log: RunLog, step: int, keep: int) -> None:
+    folder = log.checkpoint_dir(step)
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.pt").write_bytes(b"weights and optimizer")
+    log.mark_checkpoint(step, {"step": step, "next_group": 2 * step}, keep)
+
+
+@pytest.mark.parametrize(("keep", "left"), [(1, ["step_000030"]), (2, ["step_000020", "step_000030"])])
+def test_only_the_newest_checkpoints_stay_and_latest_names_the_last(
+    tmp_path: Path, keep: int, left: list[str]
+) -> None:
+    log = RunLog(tmp_path / "run", resume_step=None)
+    for step in (10, 20, 30):
+        checkpoint(log, step, keep)
+    log.close()
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step_*")) == left
+    found = RunLog.find_checkpoint(tmp_path / "run")
+    assert found is not None
+    folder, state = found
+    assert folder.name == "step_000030" and state == {"step": 30, "next_group": 60}
+    assert (folder / "trainer_state.pt").read_bytes() == b"weights and optimizer"
