@@ -85,11 +85,14 @@ class RunLog:
 
     def mark_checkpoint(self, step: int, state: dict[str, Any], keep: int) -> None:
         """Written after the trainer's files: a checkpoint without this marker is incomplete and ignored.
-        Then only the newest `keep` checkpoints stay (each holds the weights and the optimizer state)."""
-        (self.checkpoint_dir(step) / PIPELINE_STATE).write_text(json.dumps(state))
-        (self.checkpoints / LATEST).write_text(self.checkpoint_dir(step).name)
-        folders = sorted(self.checkpoints.glob("step_*"), key=lambda folder: folder.name)
-        for old in folders[: max(len(folders) - keep, 0)]:
+        Then only this one and the `keep - 1` newest before it stay (each holds the weights and the
+        optimizer state); folders of later steps are what a killed run left and a resumed one redoes."""
+        current = self.checkpoint_dir(step)
+        (current / PIPELINE_STATE).write_text(json.dumps(state))
+        (self.checkpoints / LATEST).write_text(current.name)
+        earlier = sorted(folder for folder in self.checkpoints.glob("step_*") if folder.name < current.name)
+        later = [folder for folder in self.checkpoints.glob("step_*") if folder.name > current.name]
+        for old in [*earlier[: max(len(earlier) - (keep - 1), 0)], *later]:
             shutil.rmtree(old)
 
     @staticmethod

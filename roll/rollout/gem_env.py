@@ -96,7 +96,7 @@ def check_env(config: GEMEnvConfig, seed: int) -> None:
         cause = error.__cause__ or error
         raise EnvUnavailableError(
             f"env {config.env_id!r} cannot be played on this machine: {type(cause).__name__}: {cause}. "
-            "Pick another env.env_id (GEM's game: and rg: envs need no downloads), or install what it needs"
+            "Pick another env.env_id, or install what it needs (most of GEM's game: and rg: envs run offline)"
         ) from error
 
 

@@ -30,3 +30,14 @@ def test_only_the_newest_checkpoints_stay_and_latest_names_the_last(
     folder, state = found
     assert folder.name == "step_000030" and state == {"step": 30, "next_group": 60}
     assert (folder / "trainer_state.pt").read_bytes() == b"weights and optimizer"
+
+
+def test_a_resumed_run_drops_what_the_killed_run_left_after_its_checkpoint(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "run", resume_step=10)
+    checkpoint(log, 10, keep=1)
+    (log.checkpoint_dir(18)).mkdir()  # the killed run's half-written checkpoint, never marked
+    checkpoint(log, 12, keep=1)
+    log.close()
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").glob("step_*")] == ["step_000012"]
+    found = RunLog.find_checkpoint(tmp_path / "run")
+    assert found is not None and found[0].name == "step_000012"
