@@ -14,12 +14,12 @@ import pytest
 
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from roll.rollout.agentic.agent import CONTINUE_PROMPT
-from roll.rollout.agentic.episode import run_agent_episode
-from roll.rollout.agentic.expert import ExpertStep, oracle_expert
-from roll.rollout.agentic.imitation import expert_from_record
-from roll.rollout.agentic.scripted_engine import ScriptedEngine
-from roll.rollout.agentic.serving import EngineServer
+from roll.rollout.terminal.agent import CONTINUE_PROMPT
+from roll.rollout.terminal.episode import run_agent_episode
+from roll.rollout.terminal.expert import ExpertStep, oracle_expert
+from roll.rollout.terminal.imitation import expert_from_record
+from roll.testing import ScriptedEngine
+from roll.rollout.terminal.serving import EngineServer
 from rome.bench.tasks import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

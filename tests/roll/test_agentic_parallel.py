@@ -16,14 +16,14 @@ from rich.console import Console
 
 from rock.proxy import ProxyConfig
 from rock.proxy.server import ProxyThread
-from roll.rollout.agentic.agent import CONTINUE_PROMPT
-from roll.rollout.agentic.config import IPATerminalConfig
-from roll.rollout.agentic.expert import ExpertStep, oracle_expert
-from roll.rollout.agentic.expert_book import ORACLE, ExpertBook
-from roll.rollout.agentic.resampling import SequentialRollback
-from roll.rollout.agentic.rounds import EpisodeJob, EpisodeRunner, evaluate, resample_round
-from roll.rollout.agentic.scripted_engine import ScriptedEngine
-from roll.rollout.agentic.serving import EngineServer
+from roll.rollout.terminal.agent import CONTINUE_PROMPT
+from roll.rollout.terminal.config import IPATerminalConfig
+from roll.rollout.terminal.expert import ExpertStep, oracle_expert
+from roll.rollout.terminal.expert_book import ORACLE, ExpertBook
+from roll.rollout.terminal.resampling import SequentialRollback
+from roll.rollout.terminal.rounds import EpisodeJob, EpisodeRunner, evaluate, resample_round
+from roll.testing import ScriptedEngine
+from roll.rollout.terminal.serving import EngineServer
 from rome.bench.tasks import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

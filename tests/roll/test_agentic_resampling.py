@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from roll.rollout.agentic.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
-from roll.rollout.agentic.resampling import SequentialRollback, crucial_fork
+from roll.rollout.terminal.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
+from roll.rollout.terminal.resampling import SequentialRollback, crucial_fork
 from rome.bench.tasks import Task, load_task
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
@@ -141,7 +141,7 @@ def test_bad_schedules_are_refused():
 
 def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
     from roll.config import ConfigError, load_config
-    from roll.rollout.agentic.ipa import IPATerminalConfig
+    from roll.rollout.terminal.ipa import IPATerminalConfig
 
     configs = Path(__file__).resolve().parents[2] / "configs"
     config = load_config(
@@ -168,7 +168,7 @@ def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
 def test_the_report_tables_show_success_before_and_after_and_the_rollback_path():
     from rich.console import Console
 
-    from roll.rollout.agentic.report import render_tables
+    from roll.rollout.terminal.report import render_tables
 
     report = {
         "model": "m",
@@ -255,7 +255,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
 
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     from roll.models import render_chat
-    from roll.rollout.agentic.imitation import imitation_trajectory
+    from roll.rollout.terminal.imitation import imitation_trajectory
     from roll.types import pack_trajectories
 
     call = {
@@ -291,7 +291,7 @@ def test_the_agentic_command_parses_its_config_and_refuses_bad_keys():
     import typer
     from typer.testing import CliRunner
 
-    from roll.rollout.agentic.cli import agentic_train
+    from roll.rollout.terminal.cli import agentic_train
 
     app = typer.Typer()
     app.command("agentic")(agentic_train)

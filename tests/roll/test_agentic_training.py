@@ -17,14 +17,14 @@ from rock.proxy import ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
-from roll.rollout.agentic.batches import round_trajectories
-from roll.rollout.agentic.config import IPATerminalConfig
-from roll.rollout.agentic.expert import oracle_expert
-from roll.rollout.agentic.expert_book import ExpertBook
-from roll.rollout.agentic.resampling import SequentialRollback
-from roll.rollout.agentic.rounds import EpisodeRunner, resample_round
-from roll.rollout.agentic.serving import EngineServer
-from roll.rollout.agentic.training import RoundTrainer
+from roll.rollout.terminal.batches import round_trajectories
+from roll.rollout.terminal.config import IPATerminalConfig
+from roll.rollout.terminal.expert import oracle_expert
+from roll.rollout.terminal.expert_book import ExpertBook
+from roll.rollout.terminal.resampling import SequentialRollback
+from roll.rollout.terminal.rounds import EpisodeRunner, resample_round
+from roll.rollout.terminal.serving import EngineServer
+from roll.rollout.terminal.training import RoundTrainer
 from roll.types import PackedBatch, pack_trajectories
 from rome.bench.tasks import Task, load_task
 

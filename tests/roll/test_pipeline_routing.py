@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from roll.rollout.agentic.scripted_engine import ScriptedEngine
+from roll.testing import ScriptedEngine
 from roll.rollout.routing import EngineRouter
 
 

@@ -198,7 +198,7 @@ async def test_terminal_task_through_rock_is_played_with_bash_actions(
     """`terminal:<task dir>` through rock.make: the scripted LLM double solves a real suite task in bash,
     then says `finish`; the task's own tests grade it. Without the solution the same episode fails."""
     from roll.engine.types import GenerateRequest
-    from roll.rollout.agentic.scripted_engine import ScriptedEngine
+    from roll.testing import ScriptedEngine
 
     task = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro" / "trapezoid-integral"
     solution = (task / "solution" / "solve.sh").read_text()

@@ -1,7 +1,7 @@
 """The iflow agent for agent-native rollouts: host side, tools in the task's ROCK sandbox, and optionally a
 prefix of expert steps already taken (initialized resampling).
 
-With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.agentic.prefill`: through iflow's
+With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.terminal.prefill`: through iflow's
 own shell tool in the agent's session, their messages after the instruction) and the policy is asked to
 continue (`CONTINUE_PROMPT`).
 """
@@ -19,8 +19,8 @@ from iflow.executors.rock import RockExecutor
 from iflow.llm import LLMClient
 from iflow.settings import load_settings
 from iflow.todos import TodoStore
-from roll.rollout.agentic.expert import ExpertStep
-from roll.rollout.agentic.prefill import CONTINUE_PROMPT, prefilled_history
+from roll.rollout.terminal.expert import ExpertStep
+from roll.rollout.terminal.prefill import CONTINUE_PROMPT, prefilled_history
 from rome.bench.agents import AgentOutcome
 from rome.bench.sandbox import TrialSandbox
 from rome.bench.tasks import Task

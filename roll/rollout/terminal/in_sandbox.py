@@ -6,7 +6,7 @@ Images need no Python packages of their own beyond python3: the agent bundle (if
 installed on the host once with `pip install --target`, pinned to the host's versions, cached under
 `~/.cache/ale/`) is uploaded to the sandbox and put on PYTHONPATH.
 
-With an expert prefix, `roll/rollout/agentic/prefill.py` (iflow-only) is uploaded too and run instead of the
+With an expert prefix, `roll/rollout/terminal/prefill.py` (iflow-only) is uploaded too and run instead of the
 CLI: it replays the expert's commands in the sandbox through iflow's shell tool and lets iflow continue from
 that history, exactly as the host-side agent does.
 """
@@ -116,7 +116,7 @@ class InSandboxIflowAgent:
             port = box.forward(0)
             base_url = f"http://127.0.0.1:{port}/v1"
             if self.prefix:
-                from roll.rollout.agentic import prefill
+                from roll.rollout.terminal import prefill
 
                 spec = {
                     "base_url": base_url,
