@@ -58,7 +58,7 @@ class ResampledIflowAgent:
 
         if not isinstance(sandbox, RockSandbox):
             return AgentOutcome(error="agent-native rollouts run their tools through ROCK sandboxes")
-        cwd = Path(tempfile.mkdtemp(prefix="ale-agentic-"))  # no host memory or hooks leak in
+        cwd = Path(tempfile.mkdtemp(prefix="ale-terminal-"))  # no host memory or hooks leak in
         try:
             options = AgentOptions(
                 cwd=cwd, base_url=self.base_url, model=self.model, approval_mode=ApprovalMode.YOLO

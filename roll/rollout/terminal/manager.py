@@ -21,7 +21,7 @@ from roll.rollout.episode import EpisodeError, EpisodeTask
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.episode import AgentEpisode, play_episode
 from roll.rollout.terminal.expert import ExpertStep
-from roll.rollout.terminal.imitation import imitation_trajectory
+from roll.rollout.terminal.imitation import imitation_fallback
 from roll.rollout.terminal.sandboxes import LedgerProvider
 from roll.rollout.terminal.serving import AgentEndpoints, ServedTokenizer
 from roll.rollout.terminal.tasks import load_terminal_tasks, oracle_experts
@@ -84,8 +84,9 @@ class TerminalEnvManager:
             version = record.chunks[0].chunk.weight_version
             offered = record if success else None
             await self.start_points.report.remote(task.group_id, success, offered, version)
-            if not success and self.config.resampling.imitation:
-                fallback = self._imitation(task, terminal_task.id, start, expert, episode)
+            if not success and self.config.resampling.imitation and start < len(expert):
+                group = f"{task.group_id}/expert"
+                fallback = imitation_fallback(record, expert, start, self.tokenizer, terminal_task.id, group)
         return trajectory, fallback
 
     def _play(self, task: Any, proxy_url: str, expert: list[ExpertStep], start: int) -> AgentEpisode:
@@ -130,24 +131,6 @@ class TerminalEnvManager:
                 "episode_id": episode.record.episode_id,
             },
         )
-
-    def _imitation(
-        self, task: EpisodeTask, task_id: str, start: int, expert: list[ExpertStep], episode: AgentEpisode
-    ) -> Trajectory | None:
-        """The expert's step at `start`, conditioned on exactly the context of the episode's first model
-        call (tool results of the replayed prefix included); trained by NLL only (expert chunks)."""
-        if start >= len(expert):
-            return None
-        first = episode.record.chunks[0]
-        messages = [*first.messages, expert[start].assistant_message(f"expert_{start}")]
-        trajectory = imitation_trajectory(
-            messages, self.tokenizer, first.tools, task_id=task_id, group_id=f"{task.group_id}/expert"
-        )
-        # Counted at the version of the call it stands in for, so the buffer's staleness bound applies.
-        version = first.chunk.weight_version
-        chunks = [chunk.model_copy(update={"weight_version": version}) for chunk in trajectory.chunks]
-        metadata = {"imitation": True, "success": True, "task": task_id, "start": start, "seed": task.seed}
-        return trajectory.model_copy(update={"chunks": chunks, "metadata": metadata})
 
     def close(self) -> None:
         self.endpoints.close()

@@ -1,5 +1,5 @@
 """The expert book: a task's expert refreshed from the policy's own successful episodes (pure bookkeeping
-over recorded episodes; the whole loop with sandboxes is in test_agentic_parallel.py)."""
+over recorded episodes; the whole loop with sandboxes is in test_terminal_pipeline.py)."""
 
 from __future__ import annotations
 
