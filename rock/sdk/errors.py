@@ -31,6 +31,12 @@ class Unauthorized(RockError):
     status = 401
 
 
+class PayloadTooLarge(RockError):
+    """The request body is over the server's limit (the message gives it)."""
+
+    status = 413
+
+
 class SandboxNotFound(RockError):
     status = 404
 
@@ -102,6 +108,7 @@ ERROR_TYPES: dict[str, type[RockError]] = {
         RockError,
         BadRequest,
         Unauthorized,
+        PayloadTooLarge,
         SandboxNotFound,
         SandboxNotRunning,
         CapacityExceeded,
