@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from roll.algo.losses import Loss, LossOutput
     from roll.engine.sglang.translate import TensorSpec
     from roll.trainer.megatron.context_parallel import ContextShard
-    from roll.types import PackedBatch
+    from roll.trainer.packing import PackedBatch
 
 
 class MegatronNeedsCudaError(RuntimeError):
