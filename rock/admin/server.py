@@ -42,7 +42,7 @@ async def serve_admin(
         worker_config = config.local_worker.model_copy(
             update={
                 "admin_url": f"http://{admin_host}:{admin_port}",
-                "api_key": config.api_keys[0].key if config.api_keys else None,
+                "token": admin.auth.worker_token,
                 "host": "127.0.0.1",
                 "port": worker_port,
             }
