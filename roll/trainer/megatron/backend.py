@@ -60,8 +60,8 @@ def require_cuda() -> None:
     if not torch.cuda.is_available():
         raise MegatronNeedsCudaError(
             "the megatron train backend needs a CUDA GPU and torch.cuda.is_available() is False here; "
-            "set trainer.type: torch to train on this machine (CPU, one GPU or FSDP2), as configs/ipa.yaml "
-            "and configs/sft.yaml do"
+            "set trainer.type: torch to train on this machine (CPU, one GPU or FSDP2), as "
+            "configs/gem_guess_the_number.yaml and configs/sft.yaml do"
         )
     if importlib.util.find_spec("megatron") is None:
         raise MegatronNeedsCudaError(
