@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
 from iflow.types import EXIT_CODE_PATTERN
+from rock.proxy.sse import completion_events
 from rome.data.types import SHELL_TOOL, result_failed
 
 START_TIMEOUT_S = 30.0
@@ -84,8 +88,13 @@ def reply(turns: list[Turn], messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The `chat.completion` answering `messages` (turn k after k assistant messages)."""
     done = sum(1 for m in messages if m.get("role") == "assistant")
     turn = turns[min(done, len(turns) - 1)]
-    last = messages[-1] if messages else {}
-    previous = last.get("content") if last.get("role") == "tool" else None
+    previous = None  # the result of the last call (iFlow may add reminders after it)
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            break
+        if message.get("role") == "tool":
+            previous = message.get("content")
+            break
     message: dict[str, Any] = {"role": "assistant", "content": _said(turn, previous)}
     finish = "stop"
     if turn.command is not None:
@@ -129,12 +138,7 @@ class TeacherServer:
         with self._lock:
             self.plans[name] = turns
 
-    def _app(self):  # type: ignore[no-untyped-def]
-        from fastapi import FastAPI, Request
-        from fastapi.responses import JSONResponse, StreamingResponse
-
-        from rock.proxy.sse import completion_events
-
+    def _app(self) -> FastAPI:
         app = FastAPI(title="oracle teacher")
 
         @app.get("/v1/models")
