@@ -1,7 +1,7 @@
 """The admin's logic: admission, placement, the state machine, worker heartbeats, and the reaper.
 
 The store holds every sandbox; `_live` caches the pending and running ones so forwarding a command reads
-no database. Workers are reached over HTTP (the local one too), with the key they registered with.
+no database. Workers are reached over HTTP (the local one too), with the fleet's worker credential.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from rock.admin.auth import LOCAL, Authenticator, check_quota
+from rock.admin.auth import LOCAL, Authenticator, check_quota, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import Demand, Scheduler, Worker
@@ -48,7 +48,7 @@ S = SandboxState
 class Admin:
     def __init__(self, config: AdminConfig) -> None:
         self.config = config
-        self.auth = Authenticator(config.api_keys, config.host)
+        self.auth = Authenticator(config.api_keys, config.host, worker_token(config))
         self.store = SandboxStore(config.store_url)
         self.scheduler = Scheduler(config.max_waiting)
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
@@ -276,7 +276,7 @@ class Admin:
         worker = self.scheduler.workers.get(worker_id)
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
-        headers = {"Authorization": f"Bearer {worker.token}"} if worker.token else {}
+        headers = {"Authorization": f"Bearer {self.auth.worker_token}"}
         try:
             response = await self.http.request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs
@@ -290,16 +290,9 @@ class Admin:
         )
 
     # workers ----------------------------------------------------------------------------------------
-    def heartbeat(self, beat: Heartbeat, caller: KeyPolicy) -> HeartbeatReply:
-        self.scheduler.upsert_worker(
-            Worker(
-                beat.worker_id,
-                beat.url,
-                beat.capacity,
-                time.monotonic(),
-                self.auth.secret_of(caller.name) if caller is not LOCAL else None,
-            )
-        )
+    def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
+        """A beat from a worker (the route has checked its worker credential)."""
+        self.scheduler.upsert_worker(Worker(beat.worker_id, beat.url, beat.capacity, time.monotonic()))
         if beat.sandboxes is None:
             return HeartbeatReply(remove=[])
         reported = {s.id: s for s in beat.sandboxes}

@@ -256,7 +256,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     from roll.models import render_chat
     from roll.rollout.agentic.imitation import imitation_trajectory
-    from roll.types import pack_trajectories
+    from roll.trainer.packing import pack_trajectories
 
     call = {
         "id": "1",

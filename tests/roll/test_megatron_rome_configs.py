@@ -73,5 +73,6 @@ def test_the_recipe_trainer_without_cuda_says_which_config_to_use() -> None:
         build_backend(_ipa("ipa_qwen3_30b_a3b.yaml").trainer)
     message = str(error.value)
     assert "needs a CUDA GPU" in message and "set trainer.type: torch" in message
-    for config in ("configs/ipa.yaml", "configs/sft.yaml"):  # the CPU recipes it names, on torch
+    # the CPU recipes it names, on torch
+    for config in ("configs/gem_guess_the_number.yaml", "configs/sft.yaml"):
         assert config in message and "type: megatron" not in (ROOT / config).read_text()

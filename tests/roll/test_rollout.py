@@ -14,7 +14,8 @@ from roll.engine.types import Completion, GenerateResult, SamplingParams
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import EnvUnavailableError, GEMEnvManager, check_env
-from roll.types import Trajectory, pack_trajectories
+from roll.trainer.packing import pack_trajectories
+from roll.types import Trajectory
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
