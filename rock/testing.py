@@ -4,6 +4,7 @@ loopback ports, each in its own process group with its log in the state folder."
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -31,8 +32,9 @@ def short_tmp(prefix: str) -> Path:
 class Process:
     """One `rock ...` command running in its own process group, its output in a log file."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.args, self.log = args, log
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        """`env`: variables added to this process's environment (secrets go here, not on the command line)."""
+        self.args, self.log, self.env = args, log, env or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Process:
@@ -42,6 +44,7 @@ class Process:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, **self.env},
             )
         return self
 
@@ -78,13 +81,16 @@ class Fleet:
         """`admin_args`: more `rock admin serve` options (e.g. the model proxy's)."""
         self.state_dir = state_dir
         self.worker_id = worker_id
+        self.worker_token = secrets.token_urlsafe(24)
+        secret = {"ROCK_WORKER_TOKEN": self.worker_token}
         self.port = free_port(host)
         self.url = f"http://{host}:{self.port}"
-        common = ["--host", host, "--log-level", "info"] + (["--api-key", api_key] if api_key else [])
+        common = ["--host", host, "--log-level", "info"]
         admin = ["admin", "serve", "--port", str(self.port), "--state-dir", str(state_dir), *common]
+        admin += ["--api-key", api_key] if api_key else []
         admin += ["--worker-id", worker_id] if local_worker else ["--no-local-worker"]
         admin += admin_args or []
-        self.admin = Process(admin, state_dir / "admin.log")
+        self.admin = Process(admin, state_dir / "admin.log", secret)
         worker = [
             "worker",
             "serve",
@@ -95,7 +101,7 @@ class Fleet:
             "--state-dir",
             str(state_dir / "worker"),
         ]
-        self.worker = Process([*worker, *common], state_dir / "worker.log")
+        self.worker = Process([*worker, *common], state_dir / "worker.log", secret)
 
     def wait_for_workers(self, count: int = 1, timeout: float = 240.0) -> None:
         deadline = time.monotonic() + timeout

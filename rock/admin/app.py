@@ -80,6 +80,10 @@ def caller(request: Request, authorization: Annotated[str | None, Header()] = No
 Caller = Annotated[KeyPolicy, Depends(caller)]
 
 
+def worker_caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
+    request.app.state.admin.auth.check_worker(authorization)
+
+
 def _passthrough(response) -> Response:  # type: ignore[no-untyped-def]
     return Response(
         response.content, status_code=response.status_code, media_type=response.headers.get("content-type")
@@ -193,9 +197,9 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     async def forward(sandbox_id: str, body: ForwardRequest, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "POST", "forward", json=body.model_dump()))
 
-    @app.post("/v1/workers/heartbeat")
-    async def heartbeat(beat: Heartbeat, who: Caller) -> HeartbeatReply:
-        return admin.heartbeat(beat, who)
+    @app.post("/v1/workers/heartbeat", dependencies=[Depends(worker_caller)])
+    async def heartbeat(beat: Heartbeat) -> HeartbeatReply:
+        return admin.heartbeat(beat)
 
     @app.get("/v1/workers")
     async def workers(_caller: Caller) -> list[WorkerInfo]:

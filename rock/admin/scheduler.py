@@ -33,7 +33,6 @@ class Worker:
     url: str
     capacity: WorkerCapacity
     last_heartbeat: float
-    token: str | None = None
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The admin's logic: admission, placement, the state machine, worker heartbeats, and the reaper.
 
 The store holds every sandbox; `_live` caches the pending and running ones so forwarding a command reads
-no database. Workers are reached over HTTP (the local one too), with the key they registered with.
+no database. Workers are reached over HTTP (the local one too), with the fleet's worker credential.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from rock.admin.auth import LOCAL, Authenticator, check_quota
+from rock.admin.auth import LOCAL, Authenticator, check_quota, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
@@ -48,7 +48,7 @@ S = SandboxState
 class Admin:
     def __init__(self, config: AdminConfig) -> None:
         self.config = config
-        self.auth = Authenticator(config.api_keys, config.host)
+        self.auth = Authenticator(config.api_keys, config.host, worker_token(config))
         self.store = SandboxStore(config.store_url)
         self.scheduler = Scheduler(config.max_waiting)
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
@@ -56,6 +56,8 @@ class Admin:
         self._live: dict[str, SandboxInfo] = {}
         self._activity: dict[str, float] = {}
         self._dirty_activity: dict[str, float] = {}
+        self._in_flight: dict[str, int] = {}
+        """Requests being forwarded per sandbox: a sandbox running a command is not idle."""
         self._stopping: set[str] = set()
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -263,8 +265,8 @@ class Admin:
             raise SandboxNotRunning(
                 f"sandbox {sandbox_id} is {info.state.value}, not running; create a new one"
             )
-        now = time.time()
-        self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = now
+        self._touch(sandbox_id)
+        self._in_flight[sandbox_id] = self._in_flight.get(sandbox_id, 0) + 1
         self.metrics.requests.labels(op.split("/")[0]).inc()
         try:
             return await self._send(
@@ -276,6 +278,15 @@ class Admin:
         except SandboxNotFound as exc:
             self._fail(info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container")
             raise SandboxFailed(exc.message, FailureReason.WORKER_LOST) from exc
+        finally:
+            left = self._in_flight.pop(sandbox_id) - 1
+            if left:
+                self._in_flight[sandbox_id] = left
+            if sandbox_id in self._activity:  # idle time counts from a command's end, not its start
+                self._touch(sandbox_id)
+
+    def _touch(self, sandbox_id: str) -> None:
+        self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = time.time()
 
     async def _call_worker(
         self, worker_id: str, method: str, path: str, *, timeout: float | None = 30.0, **kwargs: object
@@ -289,7 +300,7 @@ class Admin:
         worker = self.scheduler.workers.get(worker_id)
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
-        headers = {"Authorization": f"Bearer {worker.token}"} if worker.token else {}
+        headers = {"Authorization": f"Bearer {self.auth.worker_token}"}
         try:
             response = await self.http.request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs
@@ -303,16 +314,9 @@ class Admin:
         )
 
     # workers ----------------------------------------------------------------------------------------
-    def heartbeat(self, beat: Heartbeat, caller: KeyPolicy) -> HeartbeatReply:
-        self.scheduler.upsert_worker(
-            Worker(
-                beat.worker_id,
-                beat.url,
-                beat.capacity,
-                time.monotonic(),
-                self.auth.secret_of(caller.name) if caller is not LOCAL else None,
-            )
-        )
+    def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
+        """A beat from a worker (the route has checked its worker credential)."""
+        self.scheduler.upsert_worker(Worker(beat.worker_id, beat.url, beat.capacity, time.monotonic()))
         if beat.sandboxes is None:
             return HeartbeatReply(remove=[])
         reported = {s.id: s for s in beat.sandboxes}
@@ -380,7 +384,11 @@ class Admin:
                     )
             elif info.state is S.RUNNING and info.expires_at and info.expires_at.timestamp() <= now:
                 self._spawn(self._stop(info, f"its ttl of {info.spec.ttl:g} s ran out"))
-            elif info.state is S.RUNNING and now - self._activity.get(info.id, now) > info.spec.idle_timeout:
+            elif (
+                info.state is S.RUNNING
+                and info.id not in self._in_flight
+                and now - self._activity.get(info.id, now) > info.spec.idle_timeout
+            ):
                 self._spawn(self._stop(info, f"idle for more than {info.spec.idle_timeout:g} s"))
 
 

@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from pydantic import BaseModel
 
 from rock.admin.app import error_response, install_error_handlers
-from rock.admin.auth import LOCAL_HOSTS
+from rock.admin.auth import bearer_token, same_secret
 from rock.rocklet.errors import RemoteFileNotFound as RockletFileNotFound
 from rock.rocklet.errors import RockletError
 from rock.sdk.errors import (
@@ -53,12 +53,12 @@ def create_worker_app(
     install_error_handlers(app)
     app.add_exception_handler(RockletError, lambda _r, exc: error_response(as_rock_error(exc)))  # type: ignore[arg-type]
 
-    def check_key(authorization: Annotated[str | None, Header()] = None) -> None:
-        if worker.config.host in LOCAL_HOSTS and not worker.config.api_key:
-            return
-        if authorization != f"Bearer {worker.config.api_key}":
+    def check_token(authorization: Annotated[str | None, Header()] = None) -> None:
+        token = bearer_token(authorization)
+        if token is None or not same_secret(worker.token, token):
             raise Unauthorized(
-                "this worker needs the API key it registered with: 'Authorization: Bearer KEY'"
+                "this worker answers only its admin: send 'Authorization: Bearer TOKEN' with the fleet's "
+                "worker credential"
             )
 
     def json_of(model: Any) -> Response:
@@ -70,7 +70,7 @@ def create_worker_app(
     async def call(sandbox_id: str, op: Callable[[Any], Awaitable[Any]]) -> Any:
         return await worker.call(sandbox_id, op)
 
-    app.router.dependencies.append(Depends(check_key))
+    app.router.dependencies.append(Depends(check_token))
 
     @app.get("/health")
     async def health() -> dict[str, object]:

@@ -54,8 +54,11 @@ def uvicorn_config(app: object, log_level: str) -> uvicorn.Config:
 
 
 async def serve_worker(config: WorkerConfig, log_level: str = "warning") -> None:
-    if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key:
-        raise ValueError(f"binding {config.host} needs --api-key (the key it registers with at the admin)")
+    if config.token is None:
+        raise ValueError(
+            "a worker needs the fleet's worker credential: --token-file ADMIN_STATE_DIR/worker.token (the "
+            "admin writes it there), or ROCK_WORKER_TOKEN"
+        )
     if config.host in ("0.0.0.0", "::") and not config.advertise_url:
         raise ValueError(
             f"binding {config.host} needs --advertise-url: the URL the admin can reach this worker on"

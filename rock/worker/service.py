@@ -68,6 +68,15 @@ class WorkerService:
         self.runtime_dir = config.state_dir
 
     @property
+    def token(self) -> str:
+        if self.config.token is None:
+            raise ValueError(
+                f"worker {self.config.id} has no worker credential: pass --token-file "
+                "ADMIN_STATE_DIR/worker.token or set ROCK_WORKER_TOKEN"
+            )
+        return self.config.token.get_secret_value()
+
+    @property
     def docker(self) -> docker.DockerClient:
         assert self._docker is not None, "WorkerService.start() first"
         return self._docker
@@ -356,9 +365,7 @@ class WorkerService:
             capacity=self.capacity(),
             sandboxes=sandboxes,
         )
-        headers = {"Content-Type": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
         response = await self._http.post(
             f"{self.config.admin_url}/v1/workers/heartbeat", content=beat.model_dump_json(), headers=headers
         )

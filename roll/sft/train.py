@@ -16,9 +16,10 @@ from roll.algo.losses import build_loss
 from roll.models import resolve_model_path
 from roll.sft.config import SFTConfig
 from roll.sft.data import load_trajectories
+from roll.trainer.packing import pack_trajectories
 from roll.trainer.protocol import TrainBackend
 from roll.trainer.select import build_backend
-from roll.types import Trajectory, pack_trajectories
+from roll.types import Trajectory
 
 LATEST = "latest"
 

@@ -279,6 +279,8 @@ def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
             Sandbox("busybox", admin_url=fleet.url, **SMALL)
         workers = httpx.get(f"{fleet.url}/v1/workers", headers={"Authorization": f"Bearer {key}"}).json()
         assert httpx.get(f"{workers[0]['url']}/v1/sandboxes").status_code == 401
+        user_key = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{workers[0]['url']}/v1/sandboxes", headers=user_key).status_code == 401
         with Sandbox("busybox", admin_url=fleet.url, api_key=key, **SMALL) as sandbox:
             assert sandbox.run("echo keyed").output.strip() == "keyed"
     finally:
