@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import uvicorn
+from pydantic import SecretStr
 
 from rock.admin.app import create_app
 from rock.admin.config import AdminConfig
@@ -42,7 +43,7 @@ async def serve_admin(
         worker_config = config.local_worker.model_copy(
             update={
                 "admin_url": f"http://{admin_host}:{admin_port}",
-                "token": admin.auth.worker_token,
+                "token": SecretStr(admin.auth.worker_token),
                 "host": "127.0.0.1",
                 "port": worker_port,
             }
