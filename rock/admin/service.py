@@ -55,6 +55,8 @@ class Admin:
         self._live: dict[str, SandboxInfo] = {}
         self._activity: dict[str, float] = {}
         self._dirty_activity: dict[str, float] = {}
+        self._in_flight: dict[str, int] = {}
+        """Requests being forwarded per sandbox: a sandbox running a command is not idle."""
         self._stopping: set[str] = set()
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -251,8 +253,8 @@ class Admin:
             raise SandboxNotRunning(
                 f"sandbox {sandbox_id} is {info.state.value}, not running; create a new one"
             )
-        now = time.time()
-        self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = now
+        self._touch(sandbox_id)
+        self._in_flight[sandbox_id] = self._in_flight.get(sandbox_id, 0) + 1
         self.metrics.requests.labels(op.split("/")[0]).inc()
         try:
             return await self._send(
@@ -264,6 +266,15 @@ class Admin:
         except SandboxNotFound as exc:
             self._fail(info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container")
             raise SandboxFailed(exc.message, FailureReason.WORKER_LOST) from exc
+        finally:
+            left = self._in_flight.pop(sandbox_id) - 1
+            if left:
+                self._in_flight[sandbox_id] = left
+            if sandbox_id in self._activity:  # idle time counts from a command's end, not its start
+                self._touch(sandbox_id)
+
+    def _touch(self, sandbox_id: str) -> None:
+        self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = time.time()
 
     async def _send(
         self,
@@ -362,7 +373,11 @@ class Admin:
                     )
             elif info.state is S.RUNNING and info.expires_at and info.expires_at.timestamp() <= now:
                 self._spawn(self._stop(info, f"its ttl of {info.spec.ttl:g} s ran out"))
-            elif info.state is S.RUNNING and now - self._activity.get(info.id, now) > info.spec.idle_timeout:
+            elif (
+                info.state is S.RUNNING
+                and info.id not in self._in_flight
+                and now - self._activity.get(info.id, now) > info.spec.idle_timeout
+            ):
                 self._spawn(self._stop(info, f"idle for more than {info.spec.idle_timeout:g} s"))
 
 

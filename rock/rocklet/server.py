@@ -115,6 +115,11 @@ class Rocklet:
             "forwarders": {str(port): target for port, target in self.forwarders.targets.items()},
         }
 
+    def shell_pids(self) -> list[int]:
+        """The session shells' own pids: what survives when the sandbox's processes are culled."""
+        with self.sessions_lock:
+            return [s.proc.pid for s in self.sessions.values() if s.proc is not None]
+
     def shutdown(self) -> None:
         for name in list(self.sessions):
             self.sessions.pop(name).close()

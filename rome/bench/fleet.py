@@ -1,9 +1,10 @@
 """A private ROCK fleet (`rock admin serve` with its local worker) for one rome-bench run without an admin.
 
 It is the standard fleet: terminal tasks get their root shell per sandbox (`user="root"`, see
-rome.bench.rock_sandbox), as they would on any admin. `python -m rome.bench.fleet --port P --state-dir D
---worker-id W --parent-pid PID` runs `rock admin serve` and removes the fleet's containers when it stops,
-or when the rome-bench process that started it dies without stopping it.
+rome.terminal_tasks.rock_sandbox), as they would on any admin.
+`python -m rome.bench.fleet --port P --state-dir D --worker-id W --parent-pid PID` runs `rock admin serve`
+and removes the fleet's containers when it stops, or when the rome-bench process that started it dies
+without stopping it.
 """
 
 from __future__ import annotations

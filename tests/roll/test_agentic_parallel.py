@@ -24,7 +24,7 @@ from roll.rollout.agentic.resampling import SequentialRollback
 from roll.rollout.agentic.rounds import EpisodeJob, EpisodeRunner, evaluate, resample_round
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from roll.rollout.agentic.serving import EngineServer
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"

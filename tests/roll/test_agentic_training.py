@@ -26,7 +26,7 @@ from roll.rollout.agentic.rounds import EpisodeRunner, resample_round
 from roll.rollout.agentic.serving import EngineServer
 from roll.rollout.agentic.training import RoundTrainer
 from roll.trainer.packing import PackedBatch, pack_trajectories
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"

@@ -51,7 +51,7 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
     from roll.rollout.agentic.serving import EngineServer
     from roll.rollout.agentic.training import RoundTrainer
     from rome.bench.fleet import LocalFleet
-    from rome.bench.tasks import Task, load_task
+    from rome.terminal_tasks.task import Task, load_task
 
     began = time.monotonic()
     # Written to a log, rich would wrap at 80 columns and cut the per-round table's task names.
