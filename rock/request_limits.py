@@ -1,4 +1,4 @@
-"""Request body limits for the admin's and the worker's HTTP servers (an ASGI middleware), and the watch that
+"""Request body limits for the admin's and the workers' HTTP servers (an ASGI middleware), and the watch that
 tells a handler its client went away.
 
 A body over its route's limit is refused with 413 before a handler sees it: at once when Content-Length says
