@@ -16,9 +16,9 @@ from iflow.llm import LLMClient
 from iflow.settings import load_settings
 from iflow.todos import TodoStore
 from rome.bench.agents import AgentOutcome, CommandRecord
-from rome.bench.sandbox import TrialSandbox
-from rome.bench.tasks import Task
 from rome.data.types import tool_steps
+from rome.terminal_tasks.sandbox import TrialSandbox
+from rome.terminal_tasks.task import Task
 
 
 class CollectingAgent:
@@ -31,7 +31,7 @@ class CollectingAgent:
         self.tools: list[dict[str, Any]] = []
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.bench.rock_sandbox import RockSandbox
+        from rome.terminal_tasks.rock_sandbox import RockSandbox
 
         if not isinstance(sandbox, RockSandbox):
             return AgentOutcome(

@@ -23,14 +23,14 @@ import httpx
 from pydantic import BaseModel, Field
 
 from rome.bench.runner import build_all
-from rome.bench.sandbox import SandboxProvider
-from rome.bench.tasks import Task, load_tasks
 from rome.bench.trial import run_trial
 from rome.data.agent import CollectingAgent
 from rome.data.taskset import Manifest, read_manifest, write_atomic
 from rome.data.teacher import TeacherServer, plan
 from rome.data.types import ModelCall, TrajectoryRecord, VerifierResult, write_trajectories
 from rome.data.validate import read_validation
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import Task, load_tasks
 
 AGENTS = ("iflow", "oracle-teacher")
 VERIFIER_OUTPUT_CAP = 4000

@@ -9,10 +9,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from rome.bench.runner import ProgressHook, run_trials
-from rome.bench.sandbox import SandboxProvider
-from rome.bench.tasks import load_tasks
 from rome.bench.validate import validate_tasks
 from rome.data.taskset import read_manifest, write_atomic
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import load_tasks
 
 VALIDATION = "validation.json"
 

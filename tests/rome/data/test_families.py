@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rome.bench.tasks import load_tasks
 from rome.data.families import FAMILIES, KnobError, UnknownFamily, get_family
 from rome.data.families.fix_bug import PROGRAMS, _sed
 from rome.data.taskset import TaskSetError, generate, is_eval_seed, read_manifest, split
+from rome.terminal_tasks.task import load_tasks
 
 
 def tree_digest(root: Path) -> str:
