@@ -19,6 +19,7 @@ CONFIG_SCHEMAS = {
     "sft*.yaml": "roll.sft.config:SFTConfig",
     "ipa*.yaml": "roll.pipeline.config:TrainConfig",
     "grpo*.yaml": "roll.pipeline.config:TrainConfig",
+    "gem_*.yaml": "roll.pipeline.config:TrainConfig",
 }
 DATA_READERS = {
     "data/*.jsonl": "roll.sft.data:read_examples",

@@ -31,6 +31,18 @@ class Unauthorized(RockError):
     status = 401
 
 
+class Forbidden(RockError):
+    """The credential is known but not allowed here (e.g. an API key on a worker route)."""
+
+    status = 403
+
+
+class PayloadTooLarge(RockError):
+    """The request body is over the server's limit (the message gives it)."""
+
+    status = 413
+
+
 class SandboxNotFound(RockError):
     status = 404
 
@@ -102,6 +114,8 @@ ERROR_TYPES: dict[str, type[RockError]] = {
         RockError,
         BadRequest,
         Unauthorized,
+        Forbidden,
+        PayloadTooLarge,
         SandboxNotFound,
         SandboxNotRunning,
         CapacityExceeded,

@@ -37,6 +37,9 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         "episode_gen_s": statistics.fmean(m["gen_s"] for m in meta),
         "episode_env_s": statistics.fmean(m["env_s"] for m in meta),
     }
+    for key in ("sandbox_s", "agent_s", "verifier_s"):  # where a terminal episode's time went
+        if all(key in m for m in meta):
+            out[f"episode_{key}"] = statistics.fmean(m[key] for m in meta)
     if imitation:
         out["imitation_trajectories"] = imitation
     if step is not None:

@@ -23,8 +23,8 @@ from roll.rollout.terminal.expert import ExpertStep, oracle_expert
 from roll.rollout.terminal.imitation import expert_from_record
 from roll.testing import ScriptedEngine
 from roll.types import Trajectory
-from rome.bench.rock_sandbox import RockProvider
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.rock_sandbox import RockProvider
+from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
@@ -56,8 +56,8 @@ def scripted(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
 
 @pytest.fixture(scope="module")
 def fleet_url() -> Iterator[str]:
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     with LocalFleet(slots=4) as fleet:
@@ -88,8 +88,8 @@ class Episode:
     start: int
 
     @property
-    def trial(self) -> Any:
-        return self.played.trial
+    def trial(self) -> AgentEpisode:
+        return self.played
 
     @property
     def record(self) -> Any:
@@ -97,14 +97,14 @@ class Episode:
 
     @property
     def reward(self) -> float:
-        return self.played.trial.reward
+        return self.played.reward
 
     @property
     def trajectory(self) -> Trajectory | None:
         chunks = [recorded.chunk for recorded in self.played.record.chunks]
         if not chunks:
             return None
-        task_id = self.played.trial.task_id
+        task_id = self.played.task_id
         return Trajectory(chunks=chunks, reward=self.reward, task_id=task_id, metadata={"start": self.start})
 
 

@@ -19,7 +19,8 @@ from roll.rollout.terminal.expert import ExpertStep
 from roll.rollout.terminal.imitation import imitation_fallback
 from roll.rollout.terminal.serving import LoopbackServer
 from roll.testing import ScriptedEngine
-from roll.types import PackedBatch, Trajectory, pack_trajectories
+from roll.trainer.packing import PackedBatch, pack_trajectories
+from roll.types import Trajectory
 
 EXPERT = [
     ExpertStep("ls /srv"),

@@ -11,7 +11,7 @@ import pytest
 
 from roll.rollout.terminal.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
 from roll.rollout.terminal.resampling import SequentialRollback, crucial_fork
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
 
@@ -206,7 +206,7 @@ def test_the_summary_table_shows_success_by_task_and_start_point_per_evaluation(
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     from roll.models import render_chat
     from roll.rollout.terminal.imitation import imitation_trajectory
-    from roll.types import pack_trajectories
+    from roll.trainer.packing import pack_trajectories
 
     call = {
         "id": "1",

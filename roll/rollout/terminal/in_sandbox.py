@@ -24,9 +24,9 @@ from pathlib import Path
 
 from rock.envs.gem_image import cache_root, installed_pins
 from rock.proxy.client import ProxyClient
-from rome.bench.agents import AgentOutcome
-from rome.bench.sandbox import TrialSandbox
-from rome.bench.tasks import Task
+from roll.rollout.terminal.agent import AgentOutcome
+from rome.terminal_tasks.rock_sandbox import RockSandbox
+from rome.terminal_tasks.task import Task
 
 AGENT_REQUIREMENTS = ("httpx", "pydantic", "typer", "rich", "prompt_toolkit", "pyyaml")
 BUNDLE_DIR = "/var/tmp/ale-agent"  # /tmp is noexec in sandboxes: pydantic-core could not load
@@ -85,7 +85,7 @@ def agent_bundle() -> Path:
 
 
 class InSandboxIflowAgent:
-    """A rome-bench `Agent`: `iflow -p` inside the sandbox, its model calls recorded in `episode_id`."""
+    """`iflow -p` inside the sandbox, its model calls recorded in `episode_id`."""
 
     name = "iflow-in-sandbox"
 
@@ -101,11 +101,7 @@ class InSandboxIflowAgent:
         self.proxy, self.episode_id, self.model, self.max_turns = proxy, episode_id, model, max_turns
         self.prefix = prefix or []
 
-    def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.bench.rock_sandbox import RockSandbox
-
-        if not isinstance(sandbox, RockSandbox):
-            return AgentOutcome(error="the in-sandbox agent needs a ROCK sandbox")
+    def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
         box = sandbox.rock
         host_dir = box.info.host_dir
         if host_dir is None:

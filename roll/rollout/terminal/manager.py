@@ -70,14 +70,14 @@ class TerminalEnvManager:
             start, expert = task.start, self.oracles[terminal_task.id]
         proxy_url = await asyncio.to_thread(self.endpoints.proxy_url, engine, sampling)
         episode = await asyncio.to_thread(self._play, terminal_task, proxy_url, expert, start)
-        trial, record = episode.trial, episode.record
-        if trial.failure_mode in INFRA_FAILURES:
-            raise EpisodeError(f"{terminal_task.id}: {trial.failure_mode}: {trial.error}")
+        record = episode.record
+        if episode.failure_mode in INFRA_FAILURES:
+            raise EpisodeError(f"{terminal_task.id}: {episode.failure_mode}: {episode.error}")
         if not record.chunks:
             raise EpisodeError(
-                f"{terminal_task.id}: the agent made no model call ({trial.failure_mode}: {trial.error})"
+                f"{terminal_task.id}: the agent made no model call ({episode.failure_mode}: {episode.error})"
             )
-        success = trial.reward >= self.config.success_reward
+        success = episode.reward >= self.config.success_reward
         trajectory = self._trajectory(task, terminal_task.id, start, episode, success, started)
         fallback = None
         if training:
@@ -102,13 +102,12 @@ class TerminalEnvManager:
         success: bool,
         started: float,
     ) -> Trajectory:
-        trial, recorded = episode.trial, episode.record.chunks
+        recorded = episode.record.chunks
         gen_s = sum(call.latency_s for call in recorded)
         wall_s = time.perf_counter() - started
-        timings = trial.timings
         return Trajectory(
             chunks=[call.chunk for call in recorded],
-            reward=trial.reward,
+            reward=episode.reward,
             task_id=task_id,
             group_id=task.group_id,
             metadata={
@@ -118,15 +117,15 @@ class TerminalEnvManager:
                 "start": start,
                 "success": success,
                 "turns": len(recorded),
-                "end": trial.failure_mode or "completed",
+                "end": episode.failure_mode or "completed",
                 "format_errors": 0,
                 "truncated_outputs": sum(call.finish_reason == "length" for call in recorded),
                 "output_tokens": sum(len(call.chunk.output_ids) for call in recorded),
                 "gen_s": gen_s,
                 "env_s": wall_s - gen_s,
-                "sandbox_s": timings.sandbox_start_sec + timings.teardown_sec,
-                "agent_s": timings.agent_sec,
-                "verifier_s": timings.verifier_sec,
+                "sandbox_s": episode.sandbox_s,
+                "agent_s": episode.agent_s,
+                "verifier_s": episode.verifier_s,
                 "wall_s": wall_s,
                 "episode_id": episode.record.episode_id,
             },

@@ -30,9 +30,10 @@ class TerminalRun:
         self.fleet = None
         admin_url = env.rock.admin_url
         if admin_url is None:
-            from rome.bench.fleet import LocalFleet
+            from rock.fleet import LocalFleet
 
-            self.fleet = LocalFleet(slots=env.rock.slots).__enter__()
+            # stop_with_parent: a driver killed without cleaning up still takes its sandboxes with it.
+            self.fleet = LocalFleet(slots=env.rock.slots, stop_with_parent=True).__enter__()
             admin_url = self.fleet.url
         self.admin_url = admin_url
         self.start_points = (

@@ -13,8 +13,8 @@ from typing import Any
 
 import ray
 
-from rome.bench.rock_sandbox import RockSandbox
-from rome.bench.tasks import Task
+from rome.terminal_tasks.rock_sandbox import RockSandbox
+from rome.terminal_tasks.task import Task
 
 log = logging.getLogger(__name__)
 

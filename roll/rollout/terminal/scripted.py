@@ -37,7 +37,7 @@ class OracleFollower(ScriptedEngine):
     """Answers every call with the next oracle step of the task whose instruction the prompt holds."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, config: ScriptedEngineConfig) -> None:
-        from rome.bench.tasks import load_tasks
+        from rome.terminal_tasks.task import load_tasks
 
         super().__init__(tokenizer)
         self.experts: dict[str, list[ExpertStep]] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.expert import ExpertStep, oracle_expert
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 
 class TerminalTasksError(RuntimeError):
@@ -39,7 +39,7 @@ def prepare_terminal_env(config: TerminalEnvConfig) -> list[Task]:
     """Before any actor starts: the tasks load, the base images exist and every task's image is built (once
     here, so rollout workers never build the same image at the same time)."""
     from rock.images import ensure_base_images
-    from rome.bench.images import TaskImageError, ensure_image
+    from rome.terminal_tasks.images import TaskImageError, ensure_image
 
     tasks = load_terminal_tasks(config)
     ensure_base_images()
