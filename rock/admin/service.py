@@ -18,7 +18,7 @@ import httpx
 from rock.admin.auth import LOCAL, Authenticator, check_quota, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
-from rock.admin.scheduler import Demand, Scheduler, Worker
+from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
 from rock.admin.states import LIVE, advance, path_to
 from rock.admin.store import SandboxStore
 from rock.sdk.errors import (
@@ -151,7 +151,11 @@ class Admin:
         return [info for info, _ in self.store.list(states) if _may_see(caller, info)]
 
     # create / delete --------------------------------------------------------------------------------
-    async def create(self, request: CreateSandboxRequest, caller: KeyPolicy) -> SandboxInfo:
+    async def create(
+        self, request: CreateSandboxRequest, caller: KeyPolicy, gone: asyncio.Event | None = None
+    ) -> SandboxInfo:
+        """Admit, place and start a sandbox. `gone` is set when the caller disconnects: a create still
+        waiting for room leaves the queue, and one already starting is removed once started."""
         spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout"}))
         self.config.limits.check(spec)
         demand = _demand(spec)
@@ -159,7 +163,12 @@ class Admin:
         sandbox_id = secrets.token_hex(6)
         began = time.monotonic()
         try:
-            worker_id = await self.scheduler.reserve(sandbox_id, demand, caller.name, request.queue_timeout)
+            worker_id = await self.scheduler.reserve(
+                sandbox_id, demand, caller.name, request.queue_timeout, gone
+            )
+        except ClientGone:
+            self.metrics.creates.labels("abandoned").inc()
+            raise
         except RockError:
             self.metrics.creates.labels("refused").inc()
             raise
@@ -199,6 +208,10 @@ class Admin:
             now=started,
         )
         self._save(info)
+        if gone is not None and gone.is_set():
+            self.metrics.creates.labels("abandoned").inc()
+            await self.delete(sandbox_id, LOCAL)
+            raise ClientGone(f"the client of create {sandbox_id} disconnected while it started; removed it")
         self.metrics.creates.labels("running").inc()
         self.metrics.create_seconds.observe(time.monotonic() - began)
         return info
