@@ -108,6 +108,7 @@ class LocalFleet:
         self.worker_id = worker_id or f"fleet-{os.getpid()}-{self.state_dir.name}"
         self.worker_ids = [self.worker_id]
         self.host, self.start_timeout, self.local_worker = host, start_timeout, local_worker
+        self.api_key = api_key
         self.port = free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.worker_token = secrets.token_urlsafe(24)
@@ -132,21 +133,22 @@ class LocalFleet:
 
     def add_worker(
         self,
-        worker_id: str,
+        worker_id: str | None,
         state_dir: Path | None = None,
         slots: int | None = None,
         extra: list[str] | None = None,
     ) -> FleetProcess:
-        """A `rock worker serve` process for this admin (not started), with its own id and state folder."""
-        if worker_id not in self.worker_ids:
+        """A `rock worker serve` process for this admin (not started); `worker_id` None lets the worker pick
+        its default id (learnt from the admin when the fleet closes, to remove its containers)."""
+        if worker_id is not None and worker_id not in self.worker_ids:
             self.worker_ids.append(worker_id)
         folder = state_dir or self.state_dir / f"w-{worker_id}"
-        args = ["worker", "serve", "--admin", self.url, "--id", worker_id, "--state-dir", str(folder)]
+        args = ["worker", "serve", "--admin", self.url, "--state-dir", str(folder)]
+        args += ["--id", worker_id] if worker_id is not None else []
         args += ["--host", self.host, "--log-level", "info"]
         args += ["--slots", str(slots)] if slots is not None else []
-        process = FleetProcess(
-            [*args, *(extra or [])], self.state_dir / f"worker-{worker_id}.log", self._secret
-        )
+        log = self.state_dir / f"worker-{worker_id or len(self.workers)}.log"
+        process = FleetProcess([*args, *(extra or [])], log, self._secret)
         process.guard = self._guard()
         self.workers.append(process)
         return process
@@ -165,6 +167,11 @@ class LocalFleet:
 
     def health(self) -> dict:
         return httpx.get(f"{self.url}/health", timeout=2).json()
+
+    def registered(self) -> list[dict]:
+        """The admin's `/v1/workers` (id, url, capacity, used, ...)."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.get(f"{self.url}/v1/workers", headers=headers, timeout=5).json()
 
     def wait_for_workers(self, count: int = 1, timeout: float | None = None) -> None:
         timeout = self.start_timeout if timeout is None else timeout
@@ -187,6 +194,8 @@ class LocalFleet:
 
     def close(self) -> None:
         """Stop the processes, remove every container this fleet's workers labelled, and the state folder."""
+        with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, KeyError):
+            self.worker_ids += [w["id"] for w in self.registered() if w["id"] not in self.worker_ids]
         for worker in self.workers:
             worker.stop()
         self.admin.stop()
