@@ -29,15 +29,14 @@ from rock.rocklet.errors import RockletError, RockletUnavailable
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
 from rock.sdk.types import (
     FailureReason,
-    Heartbeat,
-    HeartbeatReply,
     SandboxSpec,
     WorkerCapacity,
-    WorkerSandbox,
     parse_memory,
 )
 from rock.worker import containers
 from rock.worker.config import WorkerConfig
+from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
+from rock.worker.identity import claim_id
 
 log = logging.getLogger("rock.worker")
 LISTING_WAIT = 1.0
@@ -47,7 +46,8 @@ T = TypeVar("T")
 
 class WorkerService:
     def __init__(self, config: WorkerConfig) -> None:
-        self.config = config
+        worker_id, self._id_lock = claim_id(config.state_dir, config.id)
+        self.config = config.model_copy(update={"id": worker_id})
         self.url = config.url(config.port)
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="rock-docker")
         # Heartbeats list containers on their own thread: a burst of creates must not delay them past the
@@ -115,6 +115,7 @@ class WorkerService:
         await self._http.aclose()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._heartbeat_pool.shutdown(wait=False, cancel_futures=True)
+        self._id_lock.close()
 
     async def reconcile(self) -> None:
         """Adopt this worker's running containers whose rocklet answers; remove the rest.
@@ -148,7 +149,7 @@ class WorkerService:
         self._watch_memory(sandbox_id, container_id)
 
     # sandboxes --------------------------------------------------------------------------------------
-    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> dict[str, str]:
+    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
         from rock.runtime import rocklet_container_command, rocklet_container_env
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
@@ -193,7 +194,7 @@ class WorkerService:
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)
-            return {"host_dir": str(host_dir)}
+            return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
 
@@ -367,7 +368,7 @@ class WorkerService:
         )
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
         response = await self._http.post(
-            f"{self.config.admin_url}/v1/workers/heartbeat", content=beat.model_dump_json(), headers=headers
+            f"{self.config.admin_url}{HEARTBEAT_PATH}", content=beat.model_dump_json(), headers=headers
         )
         if not response.is_success:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")

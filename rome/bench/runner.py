@@ -64,9 +64,9 @@ def sandbox_provider(kind: str = "rock", admin_url: str | None = None) -> Iterat
     if admin_url:
         yield RockProvider(admin_url)
         return
-    from rome.bench.fleet import LocalFleet
+    from rock.fleet import LocalFleet
 
-    with LocalFleet() as fleet:
+    with LocalFleet(stop_with_parent=True) as fleet:
         yield RockProvider(fleet.url)
 
 

@@ -16,7 +16,7 @@ import uvicorn
 
 from rock.envs import EnvError, EnvNotFound, UnknownEnvId, list_envs, make
 from rock.envs.routes import create_app
-from rock.testing import free_port
+from rock.fleet import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -31,9 +31,9 @@ GEM_CASES = [
 
 @pytest.fixture(scope="module")
 def envs_url() -> Iterator[str]:
-    """The env service on a local fleet (see rome.bench.fleet)."""
+    """The env service on a local fleet (see rock.fleet)."""
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     port = free_port()

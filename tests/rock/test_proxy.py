@@ -15,9 +15,9 @@ import pytest
 from iflow.context import CharEstimateCounter, apply_summary, prepare
 from iflow.testing import ScriptedOpenAIServer, call, error, say
 from iflow.types import ContextConfig
+from rock.fleet import short_tmp
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from rock.testing import short_tmp
 
 TOOLS = [
     {
@@ -296,7 +296,7 @@ def test_rock_proxy_serve_listens_on_tcp_and_a_unix_socket(tmp_path: Path):
     import sys
     import time
 
-    from rock.testing import free_port
+    from rock.fleet import free_port
 
     recording = tmp_path / "calls.jsonl"
     recording.write_text(

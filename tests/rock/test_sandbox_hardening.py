@@ -7,19 +7,19 @@ from collections.abc import Iterator
 
 import pytest
 
+from rock.fleet import LocalFleet, short_tmp
 from rock.sdk.sandbox import Sandbox
-from rock.testing import Fleet, short_tmp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SMALL = {"cpus": 0.5, "memory": "256m"}
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
+def fleet() -> Iterator[LocalFleet]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    fleet = Fleet(short_tmp("rock-hard-"), f"hard-{uuid.uuid4().hex[:6]}")
+    fleet = LocalFleet(short_tmp("rock-hard-"), f"hard-{uuid.uuid4().hex[:6]}")
     fleet.admin.start()
     try:
         fleet.wait_for_workers()
@@ -33,7 +33,7 @@ def _process_count(sandbox: Sandbox) -> int:
     return sum(entry.isdigit() for entry in listing)
 
 
-def test_a_running_command_counts_as_activity(fleet: Fleet):
+def test_a_running_command_counts_as_activity(fleet: LocalFleet):
     """The idle reaper used to stop a sandbox while its only command was still running."""
     with Sandbox("busybox", admin_url=fleet.url, idle_timeout=2, **SMALL) as sandbox:
         result = sandbox.run("sleep 5; echo done", timeout=30)
@@ -41,7 +41,7 @@ def test_a_running_command_counts_as_activity(fleet: Fleet):
         assert sandbox.refresh().state.value == "running"
 
 
-def test_a_fork_bomb_does_not_outlive_its_command(fleet: Fleet):
+def test_a_fork_bomb_does_not_outlive_its_command(fleet: LocalFleet):
     """`:(){ :|:& };:` returns at once; its processes must not starve the commands after it."""
     with Sandbox("python:3.11", admin_url=fleet.url, pids=64, **SMALL) as sandbox:
         sandbox.run(":(){ :|:& };:", timeout=10)
@@ -52,7 +52,7 @@ def test_a_fork_bomb_does_not_outlive_its_command(fleet: Fleet):
         assert sandbox.run("echo again", timeout=30).output == "again\n"
 
 
-def test_exec_kills_what_its_command_left_running(fleet: Fleet):
+def test_exec_kills_what_its_command_left_running(fleet: LocalFleet):
     tag = f"7{uuid.uuid4().int % 10**6}"
     with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
         started = sandbox.exec(["sh", "-c", f"sleep {tag} & echo started"], timeout=20)

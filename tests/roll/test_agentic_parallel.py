@@ -61,8 +61,8 @@ def engine(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
 
 @pytest.fixture(scope="module")
 def fleet_url() -> Iterator[str]:
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     with LocalFleet(slots=2) as fleet:

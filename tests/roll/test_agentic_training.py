@@ -35,8 +35,8 @@ MODEL = "builtin:tiny-qwen3-moe"
 
 @pytest.fixture(scope="module")
 def fleet_url() -> Iterator[str]:
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     with LocalFleet(slots=4) as fleet:

@@ -162,8 +162,8 @@ async def test_real_engine_episode_records_engine_tokens_and_logprobs(tiny_moe: 
 @pytest.fixture(scope="module")
 def rock_admin_url() -> Iterator[str]:
     """A local ROCK fleet (terminal tasks get root sandboxes on any admin)."""
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     with LocalFleet(slots=2) as fleet:

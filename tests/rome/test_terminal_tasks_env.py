@@ -25,8 +25,8 @@ def test_an_id_that_is_not_a_task_folder_is_refused(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def admin_url() -> Iterator[str]:
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     with LocalFleet(slots=2) as fleet:
