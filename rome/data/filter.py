@@ -255,9 +255,9 @@ def replay_stage(provider: Any, concurrency: int = 2) -> Stage:
         from concurrent.futures import ThreadPoolExecutor
 
         from rome.bench.runner import build_all
-        from rome.bench.tasks import TaskLoadError, load_task
         from rome.bench.trial import run_trial
         from rome.data.replay import ReplayAgent
+        from rome.terminal_tasks.task import TaskLoadError, load_task
 
         tasks = {}
         verdicts: dict[str, str | None] = {}

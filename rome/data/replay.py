@@ -10,9 +10,9 @@ from iflow.todos import TodoStore
 from iflow.tools import ToolContext, ToolError, all_tools
 from iflow.tools.base import ToolKind
 from rome.bench.agents import AgentOutcome, CommandRecord
-from rome.bench.sandbox import TrialSandbox
-from rome.bench.tasks import Task
 from rome.data.types import tool_steps
+from rome.terminal_tasks.sandbox import TrialSandbox
+from rome.terminal_tasks.task import Task
 
 
 class ReplayAgent:
@@ -25,7 +25,7 @@ class ReplayAgent:
         self.steps = tool_steps(messages)
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.bench.rock_sandbox import RockSandbox
+        from rome.terminal_tasks.rock_sandbox import RockSandbox
 
         if not isinstance(sandbox, RockSandbox):
             return AgentOutcome(error="replay runs iFlow's tools through ROCK sandboxes")
