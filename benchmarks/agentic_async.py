@@ -65,7 +65,9 @@ def steady(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=4, help="Train steps per run (the first is warm-up).")
     parser.add_argument("--call-latency", type=float, default=1.0, help="Seconds each model call takes.")
     parser.add_argument("--mistake-rate", type=float, default=0.3, help="Scripted calls that give up.")
@@ -98,8 +100,9 @@ def main() -> None:
         results = {name: steady(run(base, name, out, extra, console)) for name, extra in runs.items()}
     ratio = results["async"]["samples_per_s"] / results["sync"]["samples_per_s"]
     table = Table(
-        title=f"sync vs async ratio {args.async_ratio} on terminal tasks (configs/ipa_terminal.yaml), scripted "
-        f"engine {args.call_latency:g} s/call, {batch} episodes/step, {args.steps - 1} steps after warm-up"
+        title=f"sync vs async ratio {args.async_ratio} on terminal tasks (configs/ipa_terminal.yaml), "
+        f"scripted engine {args.call_latency:g} s/call, {batch} episodes/step, "
+        f"{args.steps - 1} steps after warm-up"
     )
     columns = ["run", "samples/s", "step s", "wait for batch s", "train+sync s"]
     columns += [f"episode {part} s" for part in EPISODE_PARTS] + ["success", "staleness"]
