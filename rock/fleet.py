@@ -99,11 +99,13 @@ class LocalFleet:
         api_key: str | None = None,
         slots: int | None = None,
         admin_args: list[str] | None = None,
+        database_url: str | None = None,
         stop_with_parent: bool = False,
         start_timeout: float = 240.0,
     ) -> None:
-        """`admin_args`: more `rock admin serve` options. `stop_with_parent`: clean up even if this process
-        is killed without leaving the block (rome-bench)."""
+        """`admin_args`: more `rock admin serve` options. `database_url`: the admin's store (passed in the
+        environment, as it may hold a password). `stop_with_parent`: clean up even if this process is killed
+        without leaving the block (rome-bench)."""
         self.state_dir = state_dir or short_tmp("rock-fleet-")
         self.worker_id = worker_id or f"fleet-{os.getpid()}-{self.state_dir.name}"
         self.worker_ids = [self.worker_id]
@@ -120,7 +122,8 @@ class LocalFleet:
         admin += ["--worker-id", self.worker_id] if local_worker else ["--no-local-worker"]
         admin += ["--worker-slots", str(slots)] if slots is not None and local_worker else []
         admin += admin_args or []
-        self.admin = FleetProcess(admin, self.state_dir / "admin.log", self._secret, self._guard())
+        admin_env = {**self._secret, "ROCK_DATABASE_URL": database_url} if database_url else self._secret
+        self.admin = FleetProcess(admin, self.state_dir / "admin.log", admin_env, self._guard())
         self.workers: list[FleetProcess] = []
         self.worker = self.add_worker(self.worker_id, state_dir=self.state_dir / "worker", slots=slots)
 

@@ -182,6 +182,12 @@ class Scheduler:
             retry_after=self.retry_after,
         )
 
+    def refuse_waiters(self, error: Exception) -> None:
+        """Fail every create still waiting for room with `error` (the admin is stopping)."""
+        for waiter in list(self._waiters):
+            if not waiter.future.done():
+                waiter.future.set_exception(error)
+
     def _dispatch(self) -> None:
         """Give freed room to waiters in arrival order (first fit)."""
         for waiter in list(self._waiters):

@@ -20,7 +20,7 @@ from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
 from rock.admin.states import LIVE, advance, path_to
-from rock.admin.store import SandboxStore
+from rock.admin.store import SandboxStore, safe_url
 from rock.sdk.errors import (
     RockError,
     SandboxFailed,
@@ -93,7 +93,7 @@ class Admin:
                 "%d sandboxes keep running: an admin started again with this state folder (%s) takes them "
                 "back; `rock sandbox rm --all` before stopping removes them instead",
                 len(self._live),
-                self.config.store_url,
+                safe_url(self.config.store_url),
             )
         for task in list(self._tasks):
             task.cancel()
@@ -372,7 +372,8 @@ class Admin:
                     f"its container is gone from worker {beat.worker_id} (removed outside ROCK, or the "
                     "worker restarted without it)",
                 )
-        return HeartbeatReply(remove=[sid for sid in reported if sid not in self._live])
+        unwanted = [sid for sid in reported if sid not in self._live]
+        return HeartbeatReply(remove=unwanted + [sid for sid in beat.strays if sid not in self._live])
 
     async def _monitor(self) -> None:
         """Every reap_interval: flush activity times, drop silent workers, stop expired and idle sandboxes."""
