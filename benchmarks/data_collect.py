@@ -62,8 +62,8 @@ def scripted_policy(tasks: Path):  # type: ignore[no-untyped-def]
 
 def bench_collect(attempts: int) -> dict[str, Any]:
     from roll.models import load_model
-    from roll.rollout.agentic.scripted_engine import ScriptedEngine
     from roll.rollout.agentic.serving import EngineServer
+    from roll.testing import ScriptedEngine
     from rome.bench.runner import sandbox_provider
     from rome.data.collect import CollectSettings, collect
 
