@@ -41,31 +41,13 @@ def bench_generation(count: int) -> dict[str, float]:
     return seconds
 
 
-def scripted_policy(tasks: Path):  # type: ignore[no-untyped-def]
-    """The teacher's plan as model text: `<tool_call>` blocks the server's parser turns into tool calls."""
-    from rome.data.teacher import plan
-
-    plans = {}
-    for folder in sorted(p for p in tasks.iterdir() if (p / "instruction.md").is_file()):
-        plans[(folder / "instruction.md").read_text().strip()[:80]] = plan(folder, 0, 0.0)
-
-    def policy(prompt: str) -> str:
-        turns = next(t for key, t in plans.items() if key in prompt)
-        turn = turns[min(prompt.count("<|im_start|>assistant") - 1, len(turns) - 1)]
-        if turn.command is None:
-            return turn.text
-        call = {"name": "run_shell_command", "arguments": {"command": turn.command}}
-        return f"{turn.text}.\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
-
-    return policy
-
-
 def bench_collect(attempts: int) -> dict[str, Any]:
     from roll.models import load_model
     from roll.rollout.agentic.serving import EngineServer
     from roll.testing import ScriptedEngine
     from rome.bench.runner import sandbox_provider
     from rome.data.collect import CollectSettings, collect
+    from rome.data.testing import teacher_policy
 
     root = Path(tempfile.mkdtemp(prefix="rome-data-bench-"))
     tasks = root / "tasks"
@@ -77,7 +59,7 @@ def bench_collect(attempts: int) -> dict[str, Any]:
         with (
             sandbox_provider("rock") as provider,
             EngineServer(
-                loaded, engine=ScriptedEngine(loaded.tokenizer, policy=scripted_policy(tasks))
+                loaded, engine=ScriptedEngine(loaded.tokenizer, policy=teacher_policy(tasks))
             ) as server,
         ):
             # One untimed pass builds the images and warms the fleet.
@@ -133,9 +115,7 @@ def main() -> None:
     args = parser.parse_args()
     seconds = bench_generation(args.generate)
     slowest = max(seconds.values())
-    print(
-        f"generation: slowest family {slowest:.2f} s for {args.generate} (goal: under 60 s)"
-    )
+    print(f"generation: slowest family {slowest:.2f} s for {args.generate} (goal: under 60 s)")
     results: dict[str, Any] = {
         "generate_instances_per_family": args.generate,
         "generate_seconds": {k: round(v, 2) for k, v in seconds.items()},
