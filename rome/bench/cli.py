@@ -169,9 +169,9 @@ def validate(
         ),
     ] = None,
 ) -> None:
-    """Check every task: the oracle passes it and the nop agent fails it. Exits 1 on any violation."""
+    """Check every task: the oracle passes it and the nop agent fails it. Exits 1 when a task is broken,
+    3 when none is but some cannot run here (an infra error: no image, no network, no verifier)."""
     from rich.console import Console
-    from rich.table import Table
 
     from rome.bench.runner import sandbox_provider
     from rome.bench.tasks import load_tasks
@@ -189,13 +189,29 @@ def validate(
     progress = _Progress(2 * len(suite.tasks), "validate:")
     with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
         report = validate_tasks(suite.tasks, suite.errors, output, concurrency, provider, on_trial=progress)
+    broken, cannot_run = _print_validation(console, report, tasks_dir, output)
+    if broken or cannot_run:
+        raise typer.Exit(1 if broken else 3)
+
+
+def _print_validation(console, report, tasks_dir: Path, output: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """The validation table, then one line per task that is broken or cannot run here; returns how many
+    tasks are broken (or malformed) and how many this machine cannot run (exit 1 and 3 respectively)."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"validation of {tasks_dir}")
     for col in ("task", "domain", "difficulty", "oracle", "nop", "verdict"):
         table.add_column(col)
     for row in report.rows:
-        verdict = "[green]ok[/green]" if row.ok else f"[red]{row.problem}[/red]"
+        verdict = "[green]ok[/green]"
+        if row.cannot_run is not None:
+            verdict = "[yellow]cannot run here[/yellow]"
+        elif not row.ok:
+            verdict = "[red]task broken[/red]"
+        steps = "".join(f"\n  {s.name}: {s.oracle_reward} / {s.nop_reward}" for s in row.steps)
         table.add_row(
-            row.task_id,
+            row.task_id + steps,
             row.category,
             row.difficulty,
             f"{row.oracle_reward:.2f}",
@@ -203,11 +219,18 @@ def validate(
             verdict,
         )
     for error in report.load_errors:
-        table.add_row(error.task_dir.name, "-", "-", "-", "-", f"[red]malformed: {error}[/red]")
+        table.add_row(error.task_dir.name, "-", "-", "-", "-", "[red]malformed[/red]")
     console.print(table)
-    bad = sum(not r.ok for r in report.rows) + len(report.load_errors)
+    for row in report.rows:
+        if not row.ok:
+            colour = "yellow" if row.cannot_run is not None else "red"
+            console.print(f"[{colour}]{row.task_id}[/{colour}]: {escape(row.problem)}", soft_wrap=True)
+    for error in report.load_errors:
+        console.print(f"[red]{error.task_dir.name}[/red]: malformed: {escape(str(error))}", soft_wrap=True)
+    broken = len(report.broken) + len(report.load_errors)
+    ok = sum(r.ok for r in report.rows)
     console.print(
-        f"{len(report.rows) - sum(not r.ok for r in report.rows)} ok, {bad} violation(s); trials in {output}"
+        f"{ok} ok, {broken} violation(s), {len(report.cannot_run)} cannot run here; trials in {output}",
+        soft_wrap=True,
     )
-    if bad:
-        raise typer.Exit(1)
+    return broken, len(report.cannot_run)

@@ -2,34 +2,42 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import importlib.util
 import json
-import os
 import re
-import shutil
-import tempfile
 import time
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from rome.bench.agents import Agent, CommandRecord
+from rome.bench.bundle import (
+    PYTEST_MOUNT,
+    UV_INSTALLER_STANDIN,
+    pytest_bundle,
+    uv_bundle,
+    verifier_path,
+)
 from rome.bench.sandbox import SandboxError, SandboxProvider, TrialSandbox
 from rome.bench.tasks import AGENT_LOGS, TESTS_MOUNT, VERIFIER_LOGS, Task
+from rome.bench.verdict import (
+    AGENT_CRASHED,
+    IMAGE_BUILD_FAILED,
+    NETWORK_NEEDED,
+    SANDBOX_LOST,
+    TIMEOUT,
+    VERIFIER_CRASHED,
+    Verdict,
+    network_failure,
+    verifier_crash,
+)
 
 FailureMode = Literal[
     "build_error", "sandbox_error", "agent_timeout", "agent_error", "test_timeout", "verifier_error"
 ]
 
 SANDBOX_TRIES = 2
-PYTEST_MOUNT = "/opt/rome-bench/pytest"
-# pytest and its pure-Python dependencies, uploaded so tests run with pytest in images that lack it.
-BUNDLE_FORMAT = 2  # part of the bundle's cache folder name: bump it when the bundle's layout changes
-PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 
 
 class Timings(BaseModel):
@@ -45,6 +53,19 @@ class Timings(BaseModel):
         return max(0.0, self.total_sec - self.build_sec - self.agent_sec - self.verifier_sec)
 
 
+class StepResult(BaseModel):
+    """One step of a multi-step trial: its own reward and verdict."""
+
+    name: str
+    reward: float = 0.0
+    verdict: Verdict = "failed"
+    cause: str | None = None
+    failure_mode: FailureMode | None = None
+    error: str | None = None
+    agent_log: str = ""
+    verifier_output: str = ""
+
+
 class TrialResult(BaseModel):
     task_id: str
     attempt: int
@@ -56,8 +77,13 @@ class TrialResult(BaseModel):
     image: str | None = None
     reward: float = 0.0
     passed: bool = False
+    verdict: Verdict = "failed"
+    cause: str | None = None
     failure_mode: FailureMode | None = None
     error: str | None = None
+    network: str = "none"
+    notes: list[str] = Field(default_factory=list)
+    steps: list[StepResult] = Field(default_factory=list)
     timings: Timings = Field(default_factory=Timings)
     commands: list[CommandRecord] = Field(default_factory=list)
     agent_log: str = ""
@@ -68,55 +94,28 @@ class TrialResult(BaseModel):
     finished_at: str = ""
 
 
-@cache
-def pytest_bundle() -> Path:
-    """A folder `pytest/` holding the host's pytest and its pure-Python dependencies (with their dist-info,
-    since pytest reads plugin versions), made once per process and uploaded in one piece."""
-    from importlib.metadata import version
-
-    root = (
-        Path(tempfile.gettempdir()) / f"rome-bench-pytest-{version('pytest')}-v{BUNDLE_FORMAT}-{os.getuid()}"
-    )
-    cached = root / "pytest"
-    if cached.is_dir():
-        return cached
-    root.mkdir(exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=root))
-    bundle = scratch / "pytest"
-    bundle.mkdir()
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in PYTEST_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        if origin.name != "__init__.py":
-            shutil.copy2(origin, bundle / origin.name)
-            continue
-        shutil.copytree(origin.parent, bundle / name, ignore=skip)
-        for info in origin.parent.parent.glob("*.dist-info"):
-            if info.name.lower().startswith(f"{name.lower()}-"):
-                shutil.copytree(info, bundle / info.name, ignore=skip)
-    # A `pytest` command too: test scripts often call it rather than `python3 -m pytest`.
-    shim = bundle / "bin" / "pytest"
-    shim.parent.mkdir()
-    shim.write_text('#!/bin/sh\nexec python3 -m pytest "$@"\n')
-    shim.chmod(0o755)
-    with contextlib.suppress(OSError):  # another process may have put its copy there first
-        os.rename(bundle, cached)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return cached
+def _test_files(task: Task) -> list[Path]:
+    return [
+        p
+        for folder in (task.tests_dir, task.step_tests_dir)
+        if folder is not None and folder.is_dir()
+        for p in folder.glob("*.sh")
+    ] + list(task.extra_test_files)
 
 
 def uses_pytest(task: Task) -> bool:
     """Whether the task's tests run pytest (then pytest is uploaded for images that lack it)."""
     if task.grading == "pytest":
         return True
-    return any(
-        "pytest" in path.read_text(errors="replace")
-        for path in [*task.tests_dir.glob("*.sh"), *task.extra_test_files]
-        if path.is_file()
-    )
+    return any("pytest" in p.read_text(errors="replace") for p in _test_files(task) if p.is_file())
+
+
+_UV = re.compile(r"\buvx?\b")
+
+
+def uses_uv(task: Task) -> bool:
+    """Whether the task's test scripts call uv or uvx (then the bundled uv is uploaded)."""
+    return any(_UV.search(p.read_text(errors="replace")) for p in _test_files(task) if p.is_file())
 
 
 _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR) ", re.MULTILINE)
@@ -144,18 +143,29 @@ def _now() -> str:
 
 
 def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
-    """Copy the tests in (only now, after the agent), run them, and read the reward."""
+    """Copy the tests in (only now, after the agent), run them, and read the reward.
+
+    A multi-step task's shared tests go in first and the step's own over them, so a step's file wins.
+    """
     fresh = f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} {AGENT_LOGS}"
     sandbox.run(fresh, timeout=30)
-    tests = sorted(task.tests_dir.iterdir()) if task.tests_dir.is_dir() else []
-    sandbox.upload([*tests, *task.extra_test_files], TESTS_MOUNT)
-    command = task.test_command
-    if uses_pytest(task):
+    for folder in (task.tests_dir, task.step_tests_dir):
+        if folder is not None and folder.is_dir() and any(folder.iterdir()):
+            sandbox.upload(sorted(folder.iterdir()), TESTS_MOUNT)
+    if task.extra_test_files:
+        sandbox.upload(list(task.extra_test_files), TESTS_MOUNT)
+    with_uv = uses_uv(task)
+    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1", **package_env(sandbox)}
+    prelude = ""
+    if uses_pytest(task) or with_uv:
         sandbox.upload([pytest_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
-        command = f"export PATH={PYTEST_MOUNT}/bin:$PATH; {command}"
-    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONPATH": PYTEST_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
-    run = sandbox.run(command, timeout=task.verifier_timeout_sec, env=env)
-    result.timings.verifier_sec = run.duration_sec
+        env["PYTHONPATH"] = PYTEST_MOUNT
+        prelude = f"export PATH={verifier_path(with_uv)}; "
+    if with_uv:
+        sandbox.upload([uv_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
+        prelude += f"{UV_INSTALLER_STANDIN}; "
+    run = sandbox.run(prelude + task.test_command, timeout=task.verifier_timeout_sec, env=env)
+    result.timings.verifier_sec += run.duration_sec
     result.verifier_output = run.output
     result.commands.append(
         CommandRecord(
@@ -172,17 +182,53 @@ def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
         return
     if task.grading == "pytest":
         result.reward, result.reward_source = pytest_reward(run.output, run.exit_code)
-        return
-    for name in ("reward.txt", "reward.json"):
-        text = sandbox.read_text(f"{VERIFIER_LOGS}/{name}")
-        if text is not None:
-            try:
-                result.reward, result.reward_source = parse_reward_file(text), name
-            except (ValueError, StopIteration, TypeError):
-                result.failure_mode = "verifier_error"
-                result.error = f"{VERIFIER_LOGS}/{name} holds {text[:80]!r}, not a number"
-            return
-    result.reward, result.reward_source = (1.0 if run.exit_code == 0 else 0.0), "exit-code"
+    else:
+        for name in ("reward.txt", "reward.json"):
+            text = sandbox.read_text(f"{VERIFIER_LOGS}/{name}")
+            if text is not None:
+                try:
+                    result.reward, result.reward_source = parse_reward_file(text), name
+                except (ValueError, StopIteration, TypeError):
+                    result.failure_mode = "verifier_error"
+                    result.error = f"{VERIFIER_LOGS}/{name} holds {text[:80]!r}, not a number"
+                return
+        result.reward, result.reward_source = (1.0 if run.exit_code == 0 else 0.0), "exit-code"
+    if result.reward < 1.0 and result.reward_source == "exit-code":
+        crash = verifier_crash(run.output, run.exit_code)
+        if crash is not None:
+            result.failure_mode, result.error = "verifier_error", f"the verifier could not run: {crash}"
+
+
+def package_env(sandbox: TrialSandbox) -> dict[str, str]:
+    """Variables that point pip and uv at the fleet's package cache, where the sandbox has one."""
+    return dict(getattr(sandbox, "package_env", None) or {})
+
+
+def classify(result: TrialResult | StepResult) -> None:
+    """Set the verdict and its cause from what the trial (or step) recorded; see rome.bench.verdict."""
+    mode, net = result.failure_mode, None
+    if mode == "build_error":
+        net = network_failure(result.error or "")
+        result.verdict, result.cause = "infra_error", NETWORK_NEEDED if net else IMAGE_BUILD_FAILED
+    elif mode == "sandbox_error":
+        result.verdict, result.cause = "infra_error", SANDBOX_LOST
+    elif mode == "verifier_error":
+        net = network_failure(result.verifier_output)
+        result.verdict, result.cause = "infra_error", NETWORK_NEEDED if net else VERIFIER_CRASHED
+    elif result.reward >= 1.0:
+        result.verdict, result.cause = "passed", None
+    elif net := (mode == "agent_error" and network_failure(result.agent_log)) or network_failure(
+        result.verifier_output
+    ):
+        result.verdict, result.cause = "infra_error", NETWORK_NEEDED
+    elif mode == "agent_timeout":
+        result.verdict, result.cause = "agent_error", TIMEOUT
+    elif mode == "agent_error":
+        result.verdict, result.cause = "agent_error", AGENT_CRASHED
+    else:
+        result.verdict, result.cause = "failed", TIMEOUT if mode == "test_timeout" else None
+    if net and result.cause == NETWORK_NEEDED:
+        result.error = f"{result.error + '; ' if result.error else ''}no network here: {net}"
 
 
 def run_trial(
@@ -223,10 +269,89 @@ def run_trial(
             break
         lost.append(result.error or "sandbox lost")
     result.sandbox_retries = lost
-    result.passed = result.failure_mode not in ("build_error", "sandbox_error") and result.reward >= 1.0
+    if not result.steps:
+        classify(result)
+    result.passed = result.verdict == "passed"
     result.timings.total_sec = time.monotonic() - started + build_sec
     result.finished_at = _now()
     return result
+
+
+def _run_agent(agent: Agent, sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
+    t1 = time.monotonic()
+    try:
+        outcome = agent.run(sandbox, task, timeout=task.agent_timeout_sec)
+    except SandboxError:
+        raise
+    except Exception as exc:  # an agent crash is a result to record, not a harness failure
+        outcome = None
+        result.failure_mode, result.error = "agent_error", f"{type(exc).__name__}: {exc}"
+    result.timings.agent_sec += time.monotonic() - t1
+    if outcome is not None:
+        result.agent_log = outcome.log
+        result.commands.extend(outcome.commands)
+        if outcome.timed_out:
+            result.failure_mode = "agent_timeout"
+            result.error = f"agent ran past its {task.agent_timeout_sec:.0f} s timeout"
+        elif outcome.error:
+            result.failure_mode, result.error = "agent_error", outcome.error
+
+
+def _run_steps(task: Task, agent: Agent, sandbox: TrialSandbox, result: TrialResult) -> None:
+    """Each step in order in the one sandbox: the agent on the step's instruction, then the step's tests."""
+    from rome.bench.steps import aggregate
+
+    rewards: list[float | None] = []
+    for step in task.steps:
+        view = task.for_step(step)
+        scratch = result.model_copy(update={"failure_mode": None, "error": None, "commands": []})
+        scratch.timings = result.timings
+        _run_agent(agent, sandbox, view, scratch)
+        verify(sandbox, view, scratch)
+        classify(scratch)
+        result.commands.extend(scratch.commands)
+        result.steps.append(
+            StepResult(
+                name=step.name,
+                reward=scratch.reward,
+                verdict=scratch.verdict,
+                cause=scratch.cause,
+                failure_mode=scratch.failure_mode,
+                error=scratch.error,
+                agent_log=scratch.agent_log,
+                verifier_output=scratch.verifier_output,
+            )
+        )
+        rewards.append(scratch.reward)
+        below_gate = step.min_reward is not None and scratch.reward < step.min_reward
+        if scratch.verdict == "infra_error" or below_gate:
+            break
+    rewards += [None] * (len(task.steps) - len(rewards))
+    result.reward = aggregate(rewards, task.steps, task.step_reward_strategy)
+    result.reward_source = f"steps ({task.step_reward_strategy})"
+    result.agent_log = "\n".join(f"--- step {s.name} ---\n{s.agent_log}" for s in result.steps)
+    result.verifier_output = "\n".join(f"--- step {s.name} ---\n{s.verifier_output}" for s in result.steps)
+    _roll_up(result)
+
+
+def _roll_up(result: TrialResult) -> None:
+    """A multi-step trial's verdict: an infra error in any step decides; else passed, agent error, failed."""
+    broken = next((s for s in result.steps if s.verdict == "infra_error"), None)
+    agent_fault = next((s for s in result.steps if s.verdict == "agent_error"), None)
+    failed = next((s for s in result.steps if s.verdict != "passed"), None)
+    if broken is not None:
+        result.verdict, result.cause, result.failure_mode = "infra_error", broken.cause, broken.failure_mode
+        result.error = f"step {broken.name}: {broken.error}"
+    elif result.reward >= 1.0:
+        result.verdict, result.cause = "passed", None
+    elif agent_fault is not None:
+        result.verdict, result.cause = "agent_error", agent_fault.cause
+        result.failure_mode = agent_fault.failure_mode
+        result.error = f"step {agent_fault.name}: {agent_fault.error}"
+    else:
+        result.verdict, result.cause = "failed", failed.cause if failed else None
+        if failed is not None and failed.error:
+            result.error = f"step {failed.name}: {failed.error}"
 
 
 def _run_in_sandbox(
@@ -239,23 +364,16 @@ def _run_in_sandbox(
         result.failure_mode, result.error = "sandbox_error", str(exc)
         return
     result.timings.sandbox_start_sec = time.monotonic() - t0
+    result.network = getattr(sandbox, "network_policy", "none")
+    result.notes = list(getattr(sandbox, "notes", None) or [])
     try:
-        t1 = time.monotonic()
-        try:
-            outcome = agent.run(sandbox, task, timeout=task.agent_timeout_sec)
-        except Exception as exc:  # an agent crash is a result to record, not a harness failure
-            outcome = None
-            result.failure_mode, result.error = "agent_error", f"{type(exc).__name__}: {exc}"
-        result.timings.agent_sec = time.monotonic() - t1
-        if outcome is not None:
-            result.agent_log, result.commands = outcome.log, list(outcome.commands)
-            if outcome.timed_out:
-                result.failure_mode = "agent_timeout"
-                result.error = f"agent ran past its {task.agent_timeout_sec:.0f} s timeout"
-            elif outcome.error:
-                result.failure_mode, result.error = "agent_error", outcome.error
-        verify(sandbox, task, result)
+        if task.steps:
+            _run_steps(task, agent, sandbox, result)
+        else:
+            _run_agent(agent, sandbox, task, result)
+            verify(sandbox, task, result)
     except SandboxError as exc:
+        result.steps = []
         result.failure_mode, result.error = "sandbox_error", str(exc)
     finally:
         t2 = time.monotonic()
