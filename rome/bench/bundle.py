@@ -15,7 +15,6 @@ Layout under /opt/rome-bench:
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -28,17 +27,9 @@ from rock.runtime.command import LOADER, RUNTIME_MOUNT
 BUNDLE_ROOT = "/opt/rome-bench"
 PYTEST_MOUNT = f"{BUNDLE_ROOT}/pytest"
 UV_MOUNT = f"{BUNDLE_ROOT}/uv"
-BUNDLE_FORMAT = 3  # part of the bundle's cache folder name: bump it when the bundle's layout changes
-PYTEST_PACKAGES = (
-    "pytest",
-    "_pytest",
-    "py",
-    "pluggy",
-    "iniconfig",
-    "packaging",
-    "pygments",
-    "pytest_jsonctrf",
-)
+BUNDLE_FORMAT = 4  # part of the bundle's cache folder name: bump it when the bundle's layout changes
+# pytest, its pure-Python dependencies and the CTRF report plugin, copied file by file from their installs.
+PYTEST_DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments", "pytest-json-ctrf")
 # ROCK's interpreter started through its own loader: the image's libc and Python do not matter.
 ROCK_PYTHON = f"{RUNTIME_MOUNT}/{LOADER} --library-path {RUNTIME_MOUNT}/lib {RUNTIME_MOUNT}/bin/python3"
 
@@ -84,20 +75,18 @@ def _script(path: Path, text: str) -> None:
 
 
 def _fill_pytest(bundle: Path) -> None:
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in PYTEST_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        if origin.name != "__init__.py":
-            shutil.copy2(origin, bundle / origin.name)
-            continue
-        shutil.copytree(origin.parent, bundle / name, ignore=skip)
-        dist_prefixes = {name.lower(), name.lower().replace("_", "-"), "pytest_json_ctrf"}
-        for info in origin.parent.parent.glob("*.dist-info"):
-            if any(info.name.lower().startswith(f"{p}-") for p in dist_prefixes):
-                shutil.copytree(info, bundle / info.name, ignore=skip, dirs_exist_ok=True)
+    from importlib.metadata import distribution
+
+    for name in PYTEST_DISTRIBUTIONS:
+        dist = distribution(name)
+        for file in dist.files or []:
+            parts = file.parts
+            # Only what lives in site-packages: not console scripts (../../bin) nor byte code.
+            if parts[0] == ".." or "__pycache__" in parts or file.suffix == ".pyc":
+                continue
+            target = bundle / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(Path(str(dist.locate_file(file))), target)
     _script(bundle / "bin" / "pytest", _PYTEST_SHIM)
     _script(bundle / "fallback" / "python3", _PYTHON_SHIM)
     _script(bundle / "fallback" / "python", _PYTHON_SHIM)

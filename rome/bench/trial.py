@@ -155,7 +155,7 @@ def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
     if task.extra_test_files:
         sandbox.upload(list(task.extra_test_files), TESTS_MOUNT)
     with_uv = uses_uv(task)
-    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1", **package_env(sandbox)}
+    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
     prelude = ""
     if uses_pytest(task) or with_uv:
         sandbox.upload([pytest_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
@@ -197,11 +197,6 @@ def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
         crash = verifier_crash(run.output, run.exit_code)
         if crash is not None:
             result.failure_mode, result.error = "verifier_error", f"the verifier could not run: {crash}"
-
-
-def package_env(sandbox: TrialSandbox) -> dict[str, str]:
-    """Variables that point pip and uv at the fleet's package cache, where the sandbox has one."""
-    return dict(getattr(sandbox, "package_env", None) or {})
 
 
 def classify(result: TrialResult | StepResult) -> None:
