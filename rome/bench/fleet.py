@@ -31,13 +31,21 @@ def _free_port() -> int:
 class LocalFleet:
     """`with LocalFleet() as fleet:` gives `fleet.url`; leaving the block stops it and its containers."""
 
-    def __init__(self, slots: int = 64, start_timeout: float = 180.0) -> None:
+    def __init__(
+        self,
+        slots: int = 64,
+        start_timeout: float = 400.0,
+        package_cache: Path | None = None,
+        offline_packages: bool = False,
+    ) -> None:
         # Unix socket paths under the state folder must stay below 108 bytes: keep it short.
         self.state_dir = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
         self.worker_id = f"rome-bench-{os.getpid()}-{self.state_dir.name}"
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.slots, self.start_timeout = slots, start_timeout
+        # devpi-server takes from seconds to minutes (a loaded machine) to start: hence the long timeout.
+        self.package_cache, self.offline_packages = package_cache, offline_packages
         self.log = self.state_dir / "fleet.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -55,6 +63,9 @@ class LocalFleet:
         ]
         args += ["--state-dir", str(self.state_dir), "--worker-id", self.worker_id]
         args += ["--parent-pid", str(os.getpid())]
+        if self.package_cache is not None:
+            args += ["--package-cache", str(self.package_cache)]
+            args += ["--package-cache-offline"] if self.offline_packages else []
         with self.log.open("ab") as out:
             self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
@@ -120,9 +131,14 @@ def main() -> None:
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--slots", type=int, default=64)
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--package-cache", type=Path)
+    parser.add_argument("--package-cache-offline", action="store_true")
     args = parser.parse_args()
     serve = ["admin", "serve", "--port", str(args.port), "--state-dir", str(args.state_dir)]
     serve += ["--worker-id", args.worker_id, "--worker-slots", str(args.slots), "--log-level", "warning"]
+    if args.package_cache is not None:
+        serve += ["--package-cache", str(args.package_cache)]
+        serve += ["--package-cache-offline"] if args.package_cache_offline else []
     admin = subprocess.Popen([sys.executable, "-m", "rock.cli", *serve])
 
     def stop(signum: int, frame: object) -> None:

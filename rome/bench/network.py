@@ -40,6 +40,11 @@ class NetworkNeeds(BaseModel):
     allowed_hosts: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
 
+    @property
+    def most(self) -> Policy:
+        """The larger of the two phases' wishes: a sandbox gets one network for its whole life."""
+        return max(self.agent, self.verifier, key=POLICIES.index)
+
 
 def _mode(value: Any, key: str) -> Policy:
     if isinstance(value, bool):
