@@ -12,7 +12,18 @@ def seed_pypi(index_url: str, requirements: list[str]) -> None:
     """`pip download` through the cache (only the cache: the machine's own pip settings are left out)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
     with tempfile.TemporaryDirectory(prefix="rock-seed-") as scratch:
-        args = [sys.executable, "-m", "pip", "download", "--no-cache-dir", "--index-url", index_url]
+        # devpi fetches the whole project list from upstream on its first request: that can take minutes.
+        args = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-cache-dir",
+            "--timeout",
+            "600",
+            "--index-url",
+            index_url,
+        ]
         run = subprocess.run(
             [*args, "-d", scratch, *requirements], env=env, capture_output=True, text=True, timeout=1800
         )

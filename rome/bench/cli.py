@@ -234,3 +234,46 @@ def _print_validation(console, report, tasks_dir: Path, output: Path) -> tuple[i
         soft_wrap=True,
     )
     return broken, len(report.cannot_run)
+
+
+@app.command()
+def check(
+    tasks_dir: Annotated[Path, typer.Argument(help="Folder of tasks, or one task folder.")] = DEFAULT_TASKS,
+    allow_internet: Annotated[
+        bool, typer.Option(help="Judge as if the operator allowed tasks the full network.")
+    ] = False,
+) -> None:
+    """Before running: each task's layout, base images, network needs at build and test time, features,
+    and whether it can run here under the current policy. Exits 1 when a task cannot run here."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rome.bench.check import check_task, image_resolver, seeded_cache
+
+    suite = _load(tasks_dir, None)
+    console = Console()
+    cache = seeded_cache()
+    resolve = image_resolver()
+    checks = [check_task(t, resolve, allow_internet, cache is not None) for t in suite.tasks]
+    table = Table(title=f"check of {tasks_dir} (package cache: {cache or 'none'})", show_lines=True)
+    for col in ("task", "layout", "images", "build needs", "test needs", "features", "policy", "here"):
+        table.add_column(col)
+    for c in checks:
+        images = "\n".join(f"{k} -> {v}" for k, v in c.images.items())
+        here = "[green]yes[/green]" if c.runnable else f"[red]no[/red]: {escape(c.why)}"
+        table.add_row(
+            c.task_id,
+            c.layout,
+            escape(images),
+            "\n".join(c.build_needs) or "-",
+            "\n".join(c.test_needs) or "-",
+            escape("\n".join(c.features)) or "-",
+            c.policy,
+            here + "".join(f"\n[yellow]{escape(n)}[/yellow]" for n in c.notes),
+        )
+    console.print(table)
+    blocked = [c for c in checks if not c.runnable]
+    console.print(f"{len(checks) - len(blocked)} of {len(checks)} task(s) can run here", soft_wrap=True)
+    if blocked:
+        raise typer.Exit(1)

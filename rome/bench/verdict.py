@@ -25,21 +25,26 @@ AGENT_CRASHED = "agent crashed"
 # What resolvers, curl, pip, uv, apt and git print when a sandbox has no route out. Only name-resolution and
 # no-route failures count: a refused connection to loopback is what a test of a server the agent should have
 # started prints, and that is a task failure.
-_NETWORK_FAILURE = re.compile(
-    r"Temporary failure in name resolution"
-    r"|Temporary failure resolving"
-    r"|Name or service not known"
-    r"|nodename nor servname provided"
-    r"|Could not resolve host"
-    r"|Could not resolve '"
-    r"|Failed to resolve '"
-    r"|getaddrinfo failed"
-    r"|No address associated with hostname"
-    r"|failed to lookup address information"
-    r"|Network is unreachable"
-    r"|dns error",
-    re.IGNORECASE,
-)
+# In order of preference for the line quoted: the resolver's own words beat a tool's summary of them.
+_NETWORK_FAILURES = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"Temporary failure in name resolution",
+        r"Temporary failure resolving",
+        r"Name or service not known",
+        r"nodename nor servname provided",
+        r"Could not resolve host",
+        r"Could not resolve '",
+        r"Failed to resolve '",
+        r"getaddrinfo failed",
+        r"No address associated with hostname",
+        r"failed to lookup address information",
+        r"Network is unreachable",
+        r"dns error",
+    )
+]
+
+
 # A verifier that never got to judge: its interpreter or test runner is missing, or pytest could not start.
 _VERIFIER_CRASH = re.compile(
     r"(?:python3?|pytest|uvx?|bash): (?:command )?not found"
@@ -52,7 +57,7 @@ _VERIFIER_CRASH = re.compile(
 
 def network_failure(text: str) -> str | None:
     """The first line of `text` that shows a DNS or connection failure, or None."""
-    match = _NETWORK_FAILURE.search(text)
+    match = next((m for p in _NETWORK_FAILURES if (m := p.search(text))), None)
     if match is None:
         return None
     start = text.rfind("\n", 0, match.start()) + 1
