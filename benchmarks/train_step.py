@@ -30,8 +30,9 @@ from roll.algo.losses import build_loss
 from roll.models import load_model
 from roll.trainer.config import OptimizerConfig, TorchBackendConfig
 from roll.trainer.micro_batches import plan_micro_batches
+from roll.trainer.packing import PackedBatch, pack_trajectories
 from roll.trainer.torch_backend import TorchBackend
-from roll.types import Chunk, PackedBatch, Trajectory, pack_trajectories
+from roll.types import Chunk, Trajectory
 
 
 def agentic_mix(vocab: int, short: int, long: int, seed: int) -> list[Trajectory]:

@@ -6,9 +6,12 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast, get_args
 
 import typer
+
+if TYPE_CHECKING:
+    from iflow.types import PromptProfile
 
 app = typer.Typer(
     add_completion=False,
@@ -55,6 +58,13 @@ def run(
     text_tools: Annotated[
         bool, typer.Option(help="For models without native tool calls: use <tool_call> blocks in text.")
     ] = False,
+    prompt_profile: Annotated[
+        str | None,
+        typer.Option(
+            help="full (every tool, full instructions) or compact (shell, read_file, write_file and "
+            "replace with one-line descriptions, a short prompt: for small models); overrides promptProfile."
+        ),
+    ] = None,
     sandbox: Annotated[
         str | None,
         typer.Option(
@@ -82,6 +92,7 @@ def run(
             print(f"{info.id}  {info.created[:19]}  {info.first_prompt}")
         return
     mode = _approval_mode(yolo, approval_mode, errors)
+    profile = _prompt_profile(prompt_profile)
     options = AgentOptions(
         cwd=cwd,
         base_url=base_url,
@@ -92,6 +103,7 @@ def run(
         max_tokens=max_tokens,
         max_time_s=max_time,
         tool_format="text" if text_tools else "native",
+        prompt_profile=profile,
         sandbox_image=sandbox,
         sandbox_workdir=sandbox_workdir,
     )
@@ -131,6 +143,16 @@ def _approval_mode(yolo: bool, approval_mode: str | None, errors: object) -> str
         print(f"iflow: --approval-mode {approval_mode!r} is not one of {', '.join(allowed)}", file=sys.stderr)
         raise typer.Exit(2)
     return approval_mode
+
+
+def _prompt_profile(value: str | None) -> PromptProfile | None:
+    from iflow.types import PromptProfile
+
+    allowed = get_args(PromptProfile)
+    if value is not None and value not in allowed:
+        print(f"iflow: --prompt-profile {value!r} is not one of {', '.join(allowed)}", file=sys.stderr)
+        raise typer.Exit(2)
+    return cast("PromptProfile | None", value)
 
 
 def _run_once(parts, store, session, prompt: str, output_file: Path | None) -> int:  # type: ignore[no-untyped-def]

@@ -285,7 +285,9 @@ class Repl:
     def _memory(self, argument: str) -> None:
         cwd = self.parts.options.cwd
         if argument == "refresh":
-            self.agent.set_system_prompt(system_prompt(cwd, self.agent.config.approval_mode))
+            self.agent.set_system_prompt(
+                system_prompt(cwd, self.agent.config.approval_mode, self.parts.prompt_profile)
+            )
             self.console.print("memory reloaded")
         elif argument in ("", "show"):
             memory = load_memory(cwd)
@@ -307,7 +309,9 @@ class Repl:
                 self.console.print(f"[red]unknown mode {escape(argument)}[/]; use one of {allowed}")
                 return
             self.agent.config.approval_mode = mode
-            self.agent.set_system_prompt(system_prompt(self.parts.options.cwd, mode))
+            self.agent.set_system_prompt(
+                system_prompt(self.parts.options.cwd, mode, self.parts.prompt_profile)
+            )
         self.console.print(f"approval mode: {self.agent.config.approval_mode.value}")
 
     def _clear(self, argument: str) -> None:

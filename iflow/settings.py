@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from iflow.hooks import HookCommand, HookMatcher, HooksConfig
-from iflow.types import ContextConfig
+from iflow.types import ContextConfig, PromptProfile
 
 ApprovalMode = Literal["default", "auto-edit", "yolo", "plan"]
 DEFAULT_SYSTEM_SETTINGS = Path("/etc/iflow/settings.json")
@@ -43,6 +43,12 @@ class Settings(BaseModel):
         alias="approvalMode",
         description="default asks before shell and writes; auto-edit allows writes; yolo allows all; "
         "plan is read-only",
+    )
+    prompt_profile: PromptProfile = Field(
+        "full",
+        alias="promptProfile",
+        description="full: every tool and the full instructions; compact: shell, read_file, write_file and "
+        "replace with one-line descriptions and a short system prompt (for small models)",
     )
     hooks: HooksConfig = Field(default_factory=dict, description="commands run on agent events (iflow.hooks)")
     context: ContextConfig = Field(
@@ -144,7 +150,7 @@ def environment_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if variable is None:
             continue
         raw = env[variable]
-        if field.annotation in (str | None, ApprovalMode):
+        if field.annotation in (str | None, ApprovalMode, PromptProfile):
             overrides[key] = raw
             continue
         try:

@@ -20,6 +20,10 @@ from typing import Literal, NotRequired, Required, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Role = Literal["system", "user", "assistant", "tool"]
+# What the model is shown of iFlow itself: "full" (every tool, with full descriptions, and the full working
+# instructions) or "compact" (shell, read, write and replace with one-line descriptions and a short prompt,
+# for small models whose context and prefill time are scarce). See iflow.agent.prompts, iflow.tools.tools_for.
+PromptProfile = Literal["full", "compact"]
 
 TOOL_ERROR_PREFIX = "Error: "
 EXIT_CODE_PATTERN = re.compile(r"Exit code: (-?\d+)")

@@ -147,8 +147,9 @@ def check_torch_ipa_step(model_id: str, device: str) -> str:
     from roll.engine.types import GenerateRequest, SamplingParams
     from roll.models import load_model
     from roll.trainer.config import OptimizerConfig, TorchBackendConfig
+    from roll.trainer.packing import pack_trajectories
     from roll.trainer.torch_backend import TorchBackend
-    from roll.types import Chunk, Trajectory, pack_trajectories
+    from roll.types import Chunk, Trajectory
 
     loaded = load_model(model_id, dtype=torch.float32, device=device)
     engine = TorchEngine(loaded, TorchEngineConfig(max_batch_size=8))

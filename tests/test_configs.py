@@ -20,6 +20,7 @@ CONFIG_SCHEMAS = {
     "ipa_terminal.yaml": "roll.rollout.agentic.ipa:IPATerminalConfig",
     "ipa*.yaml": "roll.pipeline.config:TrainConfig",
     "grpo*.yaml": "roll.pipeline.config:TrainConfig",
+    "gem_*.yaml": "roll.pipeline.config:TrainConfig",
 }
 DATA_READERS = {
     "data/*.jsonl": "roll.sft.data:read_examples",

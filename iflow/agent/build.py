@@ -17,7 +17,8 @@ from iflow.llm import LLMClient, LLMConfig
 from iflow.sessions import Session
 from iflow.settings import Settings, load_settings, project_root
 from iflow.todos import TodoStore
-from iflow.tools import all_tools
+from iflow.tools import tools_for
+from iflow.types import PromptProfile
 
 
 class ConfigurationError(Exception):
@@ -37,6 +38,7 @@ class AgentOptions:
     max_tokens: int | None = None
     max_time_s: float | None = None
     tool_format: Literal["native", "text"] = "native"
+    prompt_profile: PromptProfile | None = None
     sandbox_image: str | None = None  # set: tools run in a ROCK sandbox from this image
     sandbox_workdir: str = "/tmp/workspace"  # the working directory is copied into it
 
@@ -110,6 +112,11 @@ class AgentParts:
     todos: TodoStore
     config: AgentConfig
 
+    @property
+    def prompt_profile(self) -> PromptProfile:
+        """The command line's profile, else the settings' (``promptProfile``)."""
+        return self.options.prompt_profile or self.settings.prompt_profile
+
     def close(self) -> None:
         self.executor.close()
         self.llm.close()
@@ -158,9 +165,9 @@ def subagent_specs(cwd: Path) -> dict[str, SubagentSpec]:
     return specs
 
 
-def system_prompt(cwd: Path, mode: ApprovalMode) -> str:
+def system_prompt(cwd: Path, mode: ApprovalMode, profile: PromptProfile = "full") -> str:
     """The main agent's system prompt: instructions, memory files, the sub-agents it may start."""
-    return main_system_prompt(mode, load_memory(cwd), list(subagent_specs(cwd).values()))
+    return main_system_prompt(mode, load_memory(cwd), list(subagent_specs(cwd).values()), profile)
 
 
 def build_agent(
@@ -181,6 +188,7 @@ def build_agent(
         hooks=SettingsHooks(parts.settings, cwd, events) if parts.settings.hooks else None,
         subagents=subagent_specs(cwd),
     )
-    prompt = system_prompt(cwd, parts.config.approval_mode)
+    prompt = system_prompt(cwd, parts.config.approval_mode, parts.prompt_profile)
     history = session.messages if session is not None else None
-    return Agent(runtime, all_tools(), prompt, parts.config, session=session, history=history)
+    tools = tools_for(parts.prompt_profile)
+    return Agent(runtime, tools, prompt, parts.config, session=session, history=history)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from iflow.agent.approval import ApprovalMode
 from iflow.agent.runtime import SubagentSpec
+from iflow.types import PromptProfile
 
 MAIN_PROMPT = """\
 You are iFlow, a software engineering agent working in the user's project through tools.
@@ -19,6 +20,14 @@ How to work:
 - <system-reminder> blocks carry facts from iFlow itself (environment, changed files, failures); heed them.
 - When the task is done, reply with a short summary of what you changed and how you checked it, without
   calling a tool. Ask the user when the request is ambiguous instead of guessing.
+"""
+
+# The compact profile's prompt: the same rules in the fewest words, for small models (see iflow.types).
+COMPACT_PROMPT = """\
+You are iFlow, an agent that does tasks in the working directory with tools.
+Look at the files first, make the change, then run a command to check it.
+A tool result that starts with "Error:" failed: read it and try another way.
+When the task is done, reply with one line saying what you did, without a tool call.
 """
 
 PLAN_MODE_PROMPT = """
@@ -40,10 +49,16 @@ GENERAL_PURPOSE = SubagentSpec(
 )
 
 
-def main_system_prompt(mode: ApprovalMode, memory: str, subagents: list[SubagentSpec] | None = None) -> str:
-    parts = [MAIN_PROMPT]
+def main_system_prompt(
+    mode: ApprovalMode,
+    memory: str,
+    subagents: list[SubagentSpec] | None = None,
+    profile: PromptProfile = "full",
+) -> str:
+    """The main agent's prompt; the compact profile has no task tool, so it lists no sub-agents."""
+    parts = [COMPACT_PROMPT if profile == "compact" else MAIN_PROMPT]
     custom = [spec for spec in subagents or [] if spec.name != GENERAL_PURPOSE.name]
-    if custom:
+    if custom and profile == "full":
         lines = "\n".join(f"- {spec.name}: {spec.description}" for spec in custom)
         parts.append(f"\nSub-agents for the task tool (subagent_type), besides general-purpose:\n{lines}")
     if mode is ApprovalMode.PLAN:

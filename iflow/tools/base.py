@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from iflow.executors.base import Executor
-from iflow.types import TOOL_ERROR_PREFIX
+from iflow.types import TOOL_ERROR_PREFIX, PromptProfile
 
 if TYPE_CHECKING:
     from iflow.todos import TodoStore
@@ -55,16 +55,37 @@ class ToolContext:
 
 
 class Tool(ABC):
+    """A tool as shown to the model in one prompt profile (``iflow.types.PromptProfile``).
+
+    The compact profile shows ``brief`` (one line) instead of ``description``, drops the parameters'
+    descriptions and hides the optional parameters in ``compact_hidden``; the tool still accepts them.
+    """
+
     name: str
     description: str
+    brief: ClassVar[str | None] = None
     parameters: ClassVar[dict[str, Any]]
+    compact_hidden: ClassVar[frozenset[str]] = frozenset()
     kind: ToolKind
+
+    def __init__(self, profile: PromptProfile = "full") -> None:
+        self.profile = profile
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry."""
+        if self.profile == "compact":
+            description = self.brief or self.description
+            properties = {
+                key: _without_descriptions(value)
+                for key, value in self.parameters.get("properties", {}).items()
+                if key not in self.compact_hidden
+            }
+            parameters = {**self.parameters, "properties": properties}
+        else:
+            description, parameters = self.description, self.parameters
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+            "function": {"name": self.name, "description": description, "parameters": parameters},
         }
 
     def check_arguments(self, arguments: dict[str, Any]) -> None:
@@ -103,6 +124,21 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "array": (list,),
     "object": (dict,),
 }
+
+
+def _without_descriptions(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema without its "description" annotations (a property named "description" stays)."""
+    bare: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "description":
+            continue
+        if key == "properties":
+            bare[key] = {name: _without_descriptions(sub) for name, sub in value.items()}
+        elif key == "items" and isinstance(value, dict):
+            bare[key] = _without_descriptions(value)
+        else:
+            bare[key] = value
+    return bare
 
 
 def _from_string(value: Any, expected: str) -> Any:

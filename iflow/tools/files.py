@@ -21,6 +21,8 @@ _FILE_PATH = {
 class ReadFile(Tool):
     name = "read_file"
     kind = ToolKind.READ
+    brief = "Read a text file (its first 2000 lines)."
+    compact_hidden = frozenset({"offset", "limit"})
     description = (
         "Read a text file. Without offset/limit it returns up to 2000 lines from the start; for long files "
         "pass offset (first line, 1-based) and limit (number of lines) to read a range."
@@ -58,6 +60,7 @@ class ReadFile(Tool):
 class WriteFile(Tool):
     name = "write_file"
     kind = ToolKind.EDIT
+    brief = "Write a whole file, replacing its content."
     description = "Write a whole file, creating it and its folders if needed, replacing any previous content."
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -105,6 +108,8 @@ def apply_edit(text: str, path: str, old: str, new: str, expected: int) -> str:
 class Replace(Tool):
     name = "replace"
     kind = ToolKind.EDIT
+    brief = "Replace old_string, copied exactly from the file, with new_string."
+    compact_hidden = frozenset({"expected_replacements"})
     description = (
         "Replace exact text in a file. old_string must match the file exactly (whitespace included) and be "
         "unique unless expected_replacements says how many occurrences to replace. Read the file first."

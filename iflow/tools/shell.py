@@ -13,6 +13,8 @@ MAX_TIMEOUT_S = 600.0
 class RunShellCommand(Tool):
     name = "run_shell_command"
     kind = ToolKind.SHELL
+    brief = "Run a bash command in the working directory; cd and export persist; no stdin."
+    compact_hidden = frozenset({"description", "timeout"})
     description = (
         "Run a bash command in the working directory. The shell persists between calls: `cd` and `export` "
         "carry over. stdin is closed, so avoid interactive commands. A command past its timeout is killed "

@@ -7,52 +7,27 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from rock.admin.config import KeyPolicy
 from rock.admin.service import Admin
 from rock.envs.hub import EnvHub
 from rock.envs.routes import env_router, install_env_errors
-from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
 from rock.sdk.types import (
     CreateSandboxRequest,
-    ErrorBody,
     ExecRequest,
     ForwardRequest,
-    Heartbeat,
-    HeartbeatReply,
     RunRequest,
     SandboxInfo,
     SessionRequest,
     WorkerCapacity,
     WorkerInfo,
 )
+from rock.serving import install_error_handlers
+from rock.worker.contract import HEARTBEAT_PATH, Heartbeat, HeartbeatReply
 
 _SLACK = 30.0
 """Seconds a forwarded call may take beyond its command's own timeout."""
-
-
-def error_response(exc: RockError) -> Response:
-    body = ErrorBody(type=type(exc).__name__, message=exc.message, reason=getattr(exc, "reason", None))
-    headers = (
-        {"Retry-After": str(max(1, round(exc.retry_after)))} if isinstance(exc, CapacityExceeded) else None
-    )
-    return Response(
-        body.model_dump_json(), status_code=exc.status, media_type="application/json", headers=headers
-    )
-
-
-def validation_error(exc: RequestValidationError) -> Response:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']}" for e in exc.errors()
-    )
-    return error_response(BadRequest(f"invalid request: {problems}"))
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(RockError, lambda _r, exc: error_response(exc))  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, lambda _r, exc: validation_error(exc))  # type: ignore[arg-type]
 
 
 def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> KeyPolicy:
@@ -60,6 +35,10 @@ def caller(request: Request, authorization: Annotated[str | None, Header()] = No
 
 
 Caller = Annotated[KeyPolicy, Depends(caller)]
+
+
+def worker_caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
+    request.app.state.admin.auth.check_worker(authorization)
 
 
 def _passthrough(response) -> Response:  # type: ignore[no-untyped-def]
@@ -182,9 +161,9 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     async def forward(sandbox_id: str, body: ForwardRequest, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "POST", "forward", json=body.model_dump()))
 
-    @app.post("/v1/workers/heartbeat")
-    async def heartbeat(beat: Heartbeat, who: Caller) -> HeartbeatReply:
-        return admin.heartbeat(beat, who)
+    @app.post(HEARTBEAT_PATH, dependencies=[Depends(worker_caller)])
+    async def heartbeat(beat: Heartbeat) -> HeartbeatReply:
+        return admin.heartbeat(beat)
 
     @app.get("/v1/workers")
     async def workers(_caller: Caller) -> list[WorkerInfo]:

@@ -38,6 +38,13 @@ def serve(
     keys: Annotated[
         Path | None, typer.Option(help="YAML list of keys with quotas: {name, key, max_sandboxes, ...}.")
     ] = None,
+    worker_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ROCK_WORKER_TOKEN",
+            help="The workers' credential (16+ characters; default: made once in STATE_DIR/worker.token).",
+        ),
+    ] = None,
     local_worker: Annotated[bool, typer.Option(help="Run one worker inside the admin's process.")] = True,
     worker_id: Annotated[
         str | None, typer.Option(help="Id of the local worker (default: host + state).")
@@ -116,6 +123,7 @@ def serve(
             port=port,
             database_url=database_url,
             api_keys=policies,
+            worker_token=worker_token,
             heartbeat_timeout=heartbeat_timeout,
             local_worker=worker,
             **common,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from rock.sdk.errors import BadRequest
 from rock.sdk.types import SandboxSpec, parse_memory
@@ -71,6 +71,9 @@ class AdminConfig(BaseModel):
     """SQLAlchemy URL; default sqlite:///STATE_DIR/admin.db. PostgreSQL: postgresql+psycopg://..."""
     api_keys: list[KeyPolicy] = Field(default_factory=list)
     """Required when binding a non-loopback address; when any is set, every request needs one."""
+    worker_token: SecretStr | None = Field(None, min_length=16)
+    """The credential workers heartbeat with and the admin calls them with; never an API key. None: one is
+    made once and kept in STATE_DIR/worker.token (owner-only), where workers on this host read it."""
     limits: SpecLimits = Field(default_factory=SpecLimits)
     max_waiting: int = Field(256, ge=0)
     """Creates that may wait for room at once; one more is refused with 429 at once."""
@@ -82,6 +85,10 @@ class AdminConfig(BaseModel):
     reap_interval: float = Field(1.0, gt=0)
     local_worker: WorkerConfig | None = None
     """The worker `rock admin serve` runs in its own process (None: `--no-local-worker`)."""
+
+    @property
+    def worker_token_path(self) -> Path:
+        return self.state_dir / "worker.token"
 
     @property
     def store_url(self) -> str:

@@ -27,7 +27,6 @@ class Worker:
     url: str
     capacity: WorkerCapacity
     last_heartbeat: float
-    token: str | None = None
 
 
 @dataclass

@@ -9,12 +9,13 @@ import logging
 from typing import TYPE_CHECKING
 
 import uvicorn
+from pydantic import SecretStr
 
 from rock.admin.app import create_app
 from rock.admin.config import AdminConfig
 from rock.admin.service import Admin
+from rock.serving import QuietSignalsServer, bind, uvicorn_config
 from rock.worker.app import create_worker_app
-from rock.worker.server import QuietSignalsServer, bind, uvicorn_config
 from rock.worker.service import WorkerService
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ async def serve_admin(
         worker_config = config.local_worker.model_copy(
             update={
                 "admin_url": f"http://{admin_host}:{admin_port}",
-                "api_key": config.api_keys[0].key if config.api_keys else None,
+                "token": SecretStr(admin.auth.worker_token),
                 "host": "127.0.0.1",
                 "port": worker_port,
             }

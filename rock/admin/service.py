@@ -1,7 +1,7 @@
 """The admin's logic: admission, placement, the state machine, worker heartbeats, and the reaper.
 
 The store holds every sandbox; `_live` caches the pending and running ones so forwarding a command reads
-no database. Workers are reached over HTTP (the local one too), with the key they registered with.
+no database. Workers are reached over HTTP (the local one too), with the fleet's worker credential.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from rock.admin.auth import LOCAL, Authenticator, check_quota
+from rock.admin.auth import LOCAL, Authenticator, check_quota, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import Demand, Scheduler, Worker
@@ -32,12 +32,11 @@ from rock.sdk.errors import (
 from rock.sdk.types import (
     CreateSandboxRequest,
     FailureReason,
-    Heartbeat,
-    HeartbeatReply,
     SandboxInfo,
     SandboxSpec,
     SandboxState,
 )
+from rock.worker.contract import CreatedOnWorker, CreateOnWorker, Heartbeat, HeartbeatReply, sandbox_path
 
 log = logging.getLogger("rock.admin")
 _CLOCK_SKEW = timedelta(seconds=5)
@@ -48,7 +47,7 @@ S = SandboxState
 class Admin:
     def __init__(self, config: AdminConfig) -> None:
         self.config = config
-        self.auth = Authenticator(config.api_keys, config.host)
+        self.auth = Authenticator(config.api_keys, config.host, worker_token(config))
         self.store = SandboxStore(config.store_url)
         self.scheduler = Scheduler(config.max_waiting)
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
@@ -56,6 +55,8 @@ class Admin:
         self._live: dict[str, SandboxInfo] = {}
         self._activity: dict[str, float] = {}
         self._dirty_activity: dict[str, float] = {}
+        self._in_flight: dict[str, int] = {}
+        """Requests being forwarded per sandbox: a sandbox running a command is not idle."""
         self._stopping: set[str] = set()
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -134,7 +135,7 @@ class Admin:
     async def _remove_container(self, worker_id: str, sandbox_id: str) -> None:
         """Free a failed sandbox's container now rather than at the worker's next heartbeat."""
         with contextlib.suppress(RockError):
-            await self._call_worker(worker_id, "DELETE", f"/v1/sandboxes/{sandbox_id}")
+            await self._send(worker_id, "DELETE", sandbox_path(sandbox_id), timeout=30.0)
 
     def get(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
         info = self._live.get(sandbox_id)
@@ -169,13 +170,15 @@ class Admin:
         self._activity[sandbox_id] = time.time()
         self._save(info)
         try:
-            reply = await self._call_worker(
+            response = await self._send(
                 worker_id,
                 "POST",
-                "/v1/sandboxes",
-                json={"id": sandbox_id, "spec": spec.model_dump(), "owner": caller.name},
+                sandbox_path(),
+                content=CreateOnWorker(id=sandbox_id, spec=spec, owner=caller.name).model_dump_json(),
+                headers={"Content-Type": "application/json"},
                 timeout=None if spec.build_context else spec.start_timeout + 30.0,
             )
+            created = CreatedOnWorker.model_validate_json(response.content)
         except SandboxFailed as exc:
             self._fail(info, _reason(exc.reason), exc.message)
             self.metrics.creates.labels("failed").inc()
@@ -196,7 +199,7 @@ class Admin:
         info = advance(
             current.model_copy(
                 update={
-                    "host_dir": reply.get("host_dir"),
+                    "host_dir": created.host_dir,
                     "expires_at": started + timedelta(seconds=spec.ttl),
                 }
             ),
@@ -222,7 +225,7 @@ class Admin:
         try:
             if info.worker_id in self.scheduler.workers:
                 with contextlib.suppress(SandboxNotFound, WorkerUnavailable):
-                    await self._call_worker(info.worker_id, "DELETE", f"/v1/sandboxes/{info.id}")
+                    await self._send(info.worker_id, "DELETE", sandbox_path(info.id), timeout=30.0)
             current = self._live.get(info.id, info)
             if current.state not in LIVE:
                 return current
@@ -250,12 +253,12 @@ class Admin:
             raise SandboxNotRunning(
                 f"sandbox {sandbox_id} is {info.state.value}, not running; create a new one"
             )
-        now = time.time()
-        self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = now
+        self._touch(sandbox_id)
+        self._in_flight[sandbox_id] = self._in_flight.get(sandbox_id, 0) + 1
         self.metrics.requests.labels(op.split("/")[0]).inc()
         try:
             return await self._send(
-                info.worker_id, method, f"/v1/sandboxes/{sandbox_id}/{op}", timeout=timeout, **kwargs
+                info.worker_id, method, sandbox_path(sandbox_id, op), timeout=timeout, **kwargs
             )
         except SandboxFailed as exc:
             self._fail(info, _reason(exc.reason), exc.message)
@@ -263,20 +266,30 @@ class Admin:
         except SandboxNotFound as exc:
             self._fail(info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container")
             raise SandboxFailed(exc.message, FailureReason.WORKER_LOST) from exc
+        finally:
+            left = self._in_flight.pop(sandbox_id) - 1
+            if left:
+                self._in_flight[sandbox_id] = left
+            if sandbox_id in self._activity:  # idle time counts from a command's end, not its start
+                self._touch(sandbox_id)
 
-    async def _call_worker(
-        self, worker_id: str, method: str, path: str, *, timeout: float | None = 30.0, **kwargs: object
-    ) -> dict:
-        response = await self._send(worker_id, method, path, timeout=timeout, **kwargs)
-        return response.json() if response.content else {}
+    def _touch(self, sandbox_id: str) -> None:
+        self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = time.time()
 
     async def _send(
-        self, worker_id: str, method: str, path: str, *, timeout: float | None, **kwargs: object
+        self,
+        worker_id: str,
+        method: str,
+        path: str,
+        *,
+        timeout: float | None,
+        headers: dict[str, str] | None = None,
+        **kwargs: object,
     ) -> httpx.Response:
         worker = self.scheduler.workers.get(worker_id)
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
-        headers = {"Authorization": f"Bearer {worker.token}"} if worker.token else {}
+        headers = {**(headers or {}), "Authorization": f"Bearer {self.auth.worker_token}"}
         try:
             response = await self.http.request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs
@@ -290,16 +303,9 @@ class Admin:
         )
 
     # workers ----------------------------------------------------------------------------------------
-    def heartbeat(self, beat: Heartbeat, caller: KeyPolicy) -> HeartbeatReply:
-        self.scheduler.upsert_worker(
-            Worker(
-                beat.worker_id,
-                beat.url,
-                beat.capacity,
-                time.monotonic(),
-                self.auth.secret_of(caller.name) if caller is not LOCAL else None,
-            )
-        )
+    def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
+        """A beat from a worker (the route has checked its worker credential)."""
+        self.scheduler.upsert_worker(Worker(beat.worker_id, beat.url, beat.capacity, time.monotonic()))
         if beat.sandboxes is None:
             return HeartbeatReply(remove=[])
         reported = {s.id: s for s in beat.sandboxes}
@@ -367,7 +373,11 @@ class Admin:
                     )
             elif info.state is S.RUNNING and info.expires_at and info.expires_at.timestamp() <= now:
                 self._spawn(self._stop(info, f"its ttl of {info.spec.ttl:g} s ran out"))
-            elif info.state is S.RUNNING and now - self._activity.get(info.id, now) > info.spec.idle_timeout:
+            elif (
+                info.state is S.RUNNING
+                and info.id not in self._in_flight
+                and now - self._activity.get(info.id, now) > info.spec.idle_timeout
+            ):
                 self._spawn(self._stop(info, f"idle for more than {info.spec.idle_timeout:g} s"))
 
 

@@ -2,7 +2,7 @@
 
 Modes (`ProxyConfig.mode`):
 - `train`: the same `iflow.context.prepare` the agent runs, then the engine server (`roll serve`) with
-  `return_token_ids`; every call becomes a `roll.types.Chunk` of its episode's trajectory.
+  `return_token_ids`; every call becomes a `Chunk` (`rock.proxy.types`) of its episode's trajectory.
 - `deploy`: forwards to an upstream OpenAI-compatible API with its key, retrying 429/5xx, recording JSONL.
 - `replay`: answers from such a recording, in order.
 

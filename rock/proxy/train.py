@@ -9,9 +9,8 @@ from iflow.context import CharEstimateCounter, apply_summary, prepare
 from iflow.types import ContextState
 from rock.proxy.episodes import Episode, EpisodeStore
 from rock.proxy.errors import ProxyError
-from rock.proxy.types import RecordedChunk
+from rock.proxy.types import Chunk, RecordedChunk
 from rock.proxy.upstream import Upstream
-from roll.types import Chunk
 
 # Fields of the agent's request that reach the engine; others (stream, n, logprobs) are the proxy's.
 TOOL_FIELDS = ("tools", "tool_choice")

@@ -7,8 +7,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from roll.types import Chunk
-
 ProxyMode = Literal["train", "deploy", "replay"]
 
 EPISODE_HEADER = "x-rock-episode"
@@ -31,6 +29,11 @@ class ProxyConfig(BaseModel):
         "or asks the engine's /v1/models (train)",
     )
     record_path: Path | None = Field(None, description="JSONL file each deploy call is appended to")
+    request_extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Deploy mode: fields added to every upstream request, e.g. {'return_token_ids': true} "
+        "when the upstream is a ROLL engine server, so the recording carries token ids",
+    )
     replay_path: Path | None = Field(None, description="JSONL recording answered from, in order (replay)")
     max_tokens: int | None = Field(
         None,
@@ -63,6 +66,33 @@ class EpisodeOpen(BaseModel):
     episode_id: str | None = Field(None, description="None: the proxy picks one")
     sandbox_id: str | None = Field(None, description="Requests from this sandbox's socket belong to it")
     context: dict[str, Any] = Field(default_factory=dict, description="iflow ContextConfig (settings keys)")
+
+
+class Chunk(BaseModel):
+    """One LLM call: its context, the generated tokens and what the engine said about them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    context_ids: list[int] = Field(min_length=1, description="Token ids the model was conditioned on.")
+    output_ids: list[int] = Field(min_length=1, description="Token ids the engine generated.")
+    output_logprobs: list[float] | None = Field(
+        None,
+        description="Engine logprob (mu) of each generated token; None for data without them "
+        "(SFT, expert demonstrations): the mismatch mask then lets the chunk through.",
+    )
+    weight_version: int = Field(0, description="Version of the weights that generated the chunk.")
+    error: bool = Field(False, description="The tool call this chunk made failed.")
+    relevant: bool = Field(True, description="Task-aware context mask: False drops the chunk from losses.")
+    expert: bool = Field(False, description="Expert demonstration before a resampling fork (imitation).")
+
+    @model_validator(mode="after")
+    def _logprobs_match_outputs(self) -> Chunk:
+        if self.output_logprobs is not None and len(self.output_logprobs) != len(self.output_ids):
+            raise ValueError(
+                f"chunk has {len(self.output_ids)} output ids but {len(self.output_logprobs)} logprobs; "
+                "pass one engine logprob per generated token (or none)"
+            )
+        return self
 
 
 class RecordedChunk(BaseModel):

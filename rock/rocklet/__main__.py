@@ -9,6 +9,7 @@ import sys
 import threading
 
 from rock.rocklet.procs import reap_orphans_forever
+from rock.rocklet.runaway import guard_pids
 from rock.rocklet.server import DEFAULT_SOCKET, Rocklet, make_server
 
 USAGE = "usage: python -m rock.rocklet [--socket PATH]"
@@ -30,6 +31,8 @@ def main(argv: list[str]) -> None:
     app.open_default_session()
     if os.getpid() == 1:
         threading.Thread(target=reap_orphans_forever, name="reaper", daemon=True).start()
+        # As PID 1 it sees just the sandbox's processes, so it may cull them when they near the pids limit.
+        threading.Thread(target=guard_pids, args=(app.shell_pids,), name="pids-guard", daemon=True).start()
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)

@@ -11,14 +11,14 @@ import httpx
 from rock.rocklet.errors import ERROR_TYPES, RockletError, RockletUnavailable
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
 from rock.rocklet.types import (
-    CreateSessionRequest,
-    ErrorBody,
-    ExecRequest,
     ForwarderInfo,
     ForwarderRequest,
-    Health,
     Observation,
-    RunRequest,
+    RockletErrorBody,
+    RockletExecRequest,
+    RockletHealth,
+    RockletRunRequest,
+    RockletSessionRequest,
 )
 
 DEFAULT_TIMEOUT = 60.0
@@ -64,7 +64,7 @@ class RockletClient:
             raise _error_from(response)
         return response
 
-    async def wait_ready(self, timeout: float = 30.0) -> Health:
+    async def wait_ready(self, timeout: float = 30.0) -> RockletHealth:
         """Poll /health until the rocklet answers; RockletUnavailable after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         delay = 0.005
@@ -79,14 +79,14 @@ class RockletClient:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
 
-    async def health(self, timeout: float = 10.0) -> Health:
+    async def health(self, timeout: float = 10.0) -> RockletHealth:
         response = await self._request("GET", "/health", timeout=timeout)
-        return Health.model_validate_json(response.content)
+        return RockletHealth.model_validate_json(response.content)
 
     async def create_session(
         self, name: str, env: dict[str, str] | None = None, cwd: str | None = None
     ) -> None:
-        body = CreateSessionRequest(name=name, env=env, cwd=cwd)
+        body = RockletSessionRequest(name=name, env=env, cwd=cwd)
         await self._request("POST", "/sessions", json=body.model_dump())
 
     async def run(
@@ -97,7 +97,7 @@ class RockletClient:
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> Observation:
         """Run `cmd` in the named persistent session (opened on first use)."""
-        body = RunRequest(cmd=cmd, timeout=timeout, max_output=max_output)
+        body = RockletRunRequest(cmd=cmd, timeout=timeout, max_output=max_output)
         response = await self._request(
             "POST",
             f"/sessions/{quote(session, safe='')}/run",
@@ -118,7 +118,7 @@ class RockletClient:
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> Observation:
         """Run `cmd` as a fresh process (a string goes through the shell; a list runs as argv)."""
-        body = ExecRequest(cmd=cmd, timeout=timeout, cwd=cwd, env=env, max_output=max_output)
+        body = RockletExecRequest(cmd=cmd, timeout=timeout, cwd=cwd, env=env, max_output=max_output)
         response = await self._request(
             "POST", "/exec", json=body.model_dump(), timeout=timeout + REQUEST_MARGIN
         )
@@ -148,7 +148,7 @@ class RockletClient:
 
 def _error_from(response: httpx.Response) -> RockletError:
     try:
-        info = ErrorBody.model_validate_json(response.content).error
+        info = RockletErrorBody.model_validate_json(response.content).error
     except ValueError:
         return RockletError(f"rocklet answered HTTP {response.status_code}: {response.text[:500]}")
     return ERROR_TYPES.get(info.type, RockletError)(info.message)

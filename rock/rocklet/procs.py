@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from rock.rocklet.errors import SandboxExhausted
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 _F_SETPIPE_SZ = 1031
 
 
-def _processes() -> list[tuple[int, bytes, int, int]]:
+def processes() -> list[tuple[int, bytes, int, int]]:
     """(pid, state, ppid, session id) of every process visible in /proc (few, inside a sandbox)."""
     found = []
     for entry in os.listdir("/proc"):
@@ -46,30 +46,60 @@ def _processes() -> list[tuple[int, bytes, int, int]]:
 
 def session_members(sid: int) -> list[int]:
     """Pids of live (non-zombie) processes whose session id is `sid`."""
-    return [pid for pid, state, _, session in _processes() if session == sid and state != b"Z"]
+    return [pid for pid, state, _, session in processes() if session == sid and state != b"Z"]
 
 
 def kill_session(sid: int, spare: Collection[int] = (), rounds: int = 50) -> None:
-    """SIGKILL every process in session `sid` except those in `spare`.
+    """SIGKILL every process in session `sid` except those in `spare`."""
+    stop_then_kill(lambda: [pid for pid in session_members(sid) if pid not in spare], rounds)
+
+
+def kill_pipe_holders(sid: int, pipe_fd: int, rounds: int = 50) -> None:
+    """SIGKILL every process in session `sid` that holds the other end of the pipe read through `pipe_fd`."""
+    link = f"pipe:[{os.fstat(pipe_fd).st_ino}]"
+
+    def holders() -> list[int]:
+        found = []
+        for pid in session_members(sid):
+            with contextlib.suppress(OSError):
+                if any(_readlink(f"/proc/{pid}/fd/{fd}") == link for fd in os.listdir(f"/proc/{pid}/fd")):
+                    found.append(pid)
+        return found
+
+    stop_then_kill(holders, rounds)
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def stop_then_kill(targets: Callable[[], list[int]], rounds: int) -> bool:
+    """SIGKILL what `targets()` lists; False if it listed nothing.
 
     Everything is stopped first and killed after, so a fork bomb cannot refill what was just killed.
     """
     stopped: set[int] = set()
     for _ in range(rounds):
-        running = [pid for pid in session_members(sid) if pid not in spare and pid not in stopped]
+        running = [pid for pid in targets() if pid not in stopped]
         if not running:
             break
         for pid in running:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
             stopped.add(pid)
+    if not stopped:
+        return False
     for _ in range(rounds):
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        stopped = {pid for pid in session_members(sid) if pid not in spare}
+        stopped = set(targets())
         if not stopped:
-            return
+            break
+    return True
 
 
 def readable(fd: int, timeout: float) -> bool:
@@ -125,7 +155,7 @@ def reap_orphans() -> None:
     """Reap zombie children the rocklet did not start itself (orphans it inherits as PID 1)."""
     me = os.getpid()
     with _spawn_lock:
-        for pid, state, ppid, _ in _processes():
+        for pid, state, ppid, _ in processes():
             if state == b"Z" and ppid == me and pid not in _spawned:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)

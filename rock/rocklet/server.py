@@ -1,11 +1,11 @@
 """The rocklet's HTTP server on a unix socket (standard library only: it must start fast anywhere).
 
 Routes (JSON unless noted; errors are `{"error": {"type", "message"}}` with the status of the error class):
-  GET    /health                      -> Health
-  POST   /sessions                    CreateSessionRequest -> {"name"}
-  POST   /sessions/<name>/run         RunRequest -> Observation (opens the session on first use)
+  GET    /health                      -> RockletHealth
+  POST   /sessions                    RockletSessionRequest -> {"name"}
+  POST   /sessions/<name>/run         RockletRunRequest -> Observation (opens the session on first use)
   DELETE /sessions/<name>             -> {"name"}
-  POST   /exec                        ExecRequest -> Observation
+  POST   /exec                        RockletExecRequest -> Observation
   GET    /files?path=P                -> raw bytes
   PUT    /files?path=P[&mode=0o644]   raw bytes -> {"path"}
   PUT    /archive?dest=D              tar bytes -> {"dest"}
@@ -114,6 +114,11 @@ class Rocklet:
             "sessions": sorted(self.sessions),
             "forwarders": {str(port): target for port, target in self.forwarders.targets.items()},
         }
+
+    def shell_pids(self) -> list[int]:
+        """The session shells' own pids: what survives when the sandbox's processes are culled."""
+        with self.sessions_lock:
+            return [s.proc.pid for s in self.sessions.values() if s.proc is not None]
 
     def shutdown(self) -> None:
         for name in list(self.sessions):

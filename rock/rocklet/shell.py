@@ -21,6 +21,7 @@ import time
 from rock.rocklet.errors import BadRequest, RockletError, ShellUnavailable
 from rock.rocklet.output import CappedOutput, observation
 from rock.rocklet.procs import enlarge_pipe, kill_session, readable, reap, session_members, spawn
+from rock.rocklet.runaway import mark_busy, mark_idle
 
 STARTUP_TIMEOUT = 10.0
 INTERRUPT_GRACE = 1.0
@@ -198,6 +199,23 @@ class ShellSession:
         started = time.monotonic()
         # Processes alive now (the shell, earlier background jobs) are spared if this command times out.
         preexisting = set(session_members(self.proc.pid))
+        shell_pid = self.proc.pid
+        mark_busy(shell_pid, preexisting)
+        try:
+            return self._await_marker(script, scanner, output, started, timeout, preexisting)
+        finally:
+            mark_idle(shell_pid)
+
+    def _await_marker(
+        self,
+        script: str,
+        scanner: MarkerScanner,
+        output: CappedOutput,
+        started: float,
+        timeout: float,
+        preexisting: set[int],
+    ) -> dict[str, object]:
+        assert self.proc is not None and self.proc.stdout is not None
         with contextlib.suppress(BrokenPipeError):  # a shell that died is noticed below, as end of output
             self._send(script)
         fd = self.proc.stdout.fileno()

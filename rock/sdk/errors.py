@@ -31,6 +31,12 @@ class Unauthorized(RockError):
     status = 401
 
 
+class Forbidden(RockError):
+    """The credential is known but not allowed here (e.g. an API key on a worker route)."""
+
+    status = 403
+
+
 class SandboxNotFound(RockError):
     status = 404
 
@@ -102,6 +108,7 @@ ERROR_TYPES: dict[str, type[RockError]] = {
         RockError,
         BadRequest,
         Unauthorized,
+        Forbidden,
         SandboxNotFound,
         SandboxNotRunning,
         CapacityExceeded,

@@ -1,4 +1,5 @@
-"""Wire types of the ROCK fleet, shared by the admin, the workers and the SDK (JSON over HTTP)."""
+"""Wire types of ROCK's user API, shared by the admin and the SDK (JSON over HTTP). The admin↔worker hop
+has its own module, `rock.worker.contract`."""
 
 from __future__ import annotations
 
@@ -18,8 +19,6 @@ __all__ = [
     "ExecRequest",
     "FailureReason",
     "ForwardRequest",
-    "Heartbeat",
-    "HeartbeatReply",
     "Observation",
     "RunRequest",
     "SandboxInfo",
@@ -28,7 +27,6 @@ __all__ = [
     "SessionRequest",
     "WorkerCapacity",
     "WorkerInfo",
-    "WorkerSandbox",
     "parse_memory",
 ]
 
@@ -212,29 +210,6 @@ class WorkerCapacity(BaseModel):
     memory: int = Field(ge=0)
     """Bytes."""
     slots: int = Field(ge=0)
-
-
-class WorkerSandbox(BaseModel):
-    """One container as its worker sees it."""
-
-    id: str
-    status: Literal["running", "exited", "oom_killed"]
-    detail: str | None = None
-
-
-class Heartbeat(BaseModel):
-    worker_id: str
-    listed_at: datetime
-    """When the worker listed its containers: sandboxes started after it may be missing from the list."""
-    url: str
-    capacity: WorkerCapacity
-    sandboxes: list[WorkerSandbox] | None = None
-    """None when listing the containers took too long this time: the admin reconciles at a later beat."""
-
-
-class HeartbeatReply(BaseModel):
-    remove: list[str]
-    """Sandboxes the admin no longer wants: the worker removes their containers."""
 
 
 class WorkerInfo(BaseModel):

@@ -7,10 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
-from pydantic import BaseModel
 
-from rock.admin.app import error_response, install_error_handlers
-from rock.admin.auth import LOCAL_HOSTS
 from rock.rocklet.errors import RemoteFileNotFound as RockletFileNotFound
 from rock.rocklet.errors import RockletError
 from rock.sdk.errors import (
@@ -21,14 +18,18 @@ from rock.sdk.errors import (
     Unauthorized,
     WorkerUnavailable,
 )
-from rock.sdk.types import ExecRequest, ForwardRequest, RunRequest, SandboxSpec, SessionRequest, WorkerSandbox
+from rock.serving import bearer_token, error_response, install_error_handlers, same_secret
+from rock.worker.contract import (
+    CreatedOnWorker,
+    CreateOnWorker,
+    ExecRequest,
+    ForwardRequest,
+    RunRequest,
+    SessionAck,
+    SessionRequest,
+    WorkerSandbox,
+)
 from rock.worker.service import WorkerService
-
-
-class CreateOnWorker(BaseModel):
-    id: str
-    spec: SandboxSpec
-    owner: str
 
 
 def as_rock_error(exc: RockletError) -> RockError:
@@ -54,12 +55,12 @@ def create_worker_app(
     install_error_handlers(app)
     app.add_exception_handler(RockletError, lambda _r, exc: error_response(as_rock_error(exc)))  # type: ignore[arg-type]
 
-    def check_key(authorization: Annotated[str | None, Header()] = None) -> None:
-        if worker.config.host in LOCAL_HOSTS and not worker.config.api_key:
-            return
-        if authorization != f"Bearer {worker.config.api_key}":
+    def check_token(authorization: Annotated[str | None, Header()] = None) -> None:
+        token = bearer_token(authorization)
+        if token is None or not same_secret(worker.token, token):
             raise Unauthorized(
-                "this worker needs the API key it registered with: 'Authorization: Bearer KEY'"
+                "this worker answers only its admin: send 'Authorization: Bearer TOKEN' with the fleet's "
+                "worker credential"
             )
 
     def json_of(model: Any) -> Response:
@@ -71,14 +72,14 @@ def create_worker_app(
     async def call(sandbox_id: str, op: Callable[[Any], Awaitable[Any]]) -> Any:
         return await worker.call(sandbox_id, op)
 
-    app.router.dependencies.append(Depends(check_key))
+    app.router.dependencies.append(Depends(check_token))
 
     @app.get("/health")
     async def health() -> dict[str, object]:
         return {"status": "ok", "id": worker.config.id, "sandboxes": worker.sandbox_count}
 
     @app.post("/v1/sandboxes", status_code=201)
-    async def create(body: CreateOnWorker) -> dict[str, str]:
+    async def create(body: CreateOnWorker) -> CreatedOnWorker:
         return await worker.create(body.id, body.spec, body.owner)
 
     @app.get("/v1/sandboxes")
@@ -104,14 +105,14 @@ def create_worker_app(
         )
 
     @app.post("/v1/sandboxes/{sandbox_id}/sessions", status_code=201)
-    async def create_session(sandbox_id: str, body: SessionRequest) -> dict[str, str]:
+    async def create_session(sandbox_id: str, body: SessionRequest) -> SessionAck:
         await call(sandbox_id, lambda c: c.create_session(body.name, env=body.env, cwd=body.cwd))
-        return {"name": body.name}
+        return SessionAck(name=body.name)
 
     @app.delete("/v1/sandboxes/{sandbox_id}/sessions/{name}")
-    async def close_session(sandbox_id: str, name: str) -> dict[str, str]:
+    async def close_session(sandbox_id: str, name: str) -> SessionAck:
         await call(sandbox_id, lambda c: c.close_session(name))
-        return {"name": name}
+        return SessionAck(name=name)
 
     @app.get("/v1/sandboxes/{sandbox_id}/files")
     async def read_file(sandbox_id: str, path: str) -> Response:

@@ -13,16 +13,19 @@ app = typer.Typer(help="A worker: runs sandboxes in Docker for an admin.", no_ar
 @app.command()
 def serve(
     admin: Annotated[str, typer.Option(help="The admin's URL, e.g. http://127.0.0.1:8080.")],
-    host: Annotated[
-        str, typer.Option(help="Address to bind; anything but 127.0.0.1 needs --api-key.")
-    ] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Address to bind (0.0.0.0 needs --advertise-url).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 0,
     advertise_url: Annotated[str | None, typer.Option(help="URL the admin calls this worker on.")] = None,
     worker_id: Annotated[
         str | None, typer.Option("--id", help="Stable id; a restart with the same id adopts its containers.")
     ] = None,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="ROCK_API_KEY", help="Key for the admin (and asked of callers).")
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="ROCK_WORKER_TOKEN", help="The fleet's worker credential (not an API key)."),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(help="File with the worker credential (default: $ROCK_HOME/worker.token if present)."),
     ] = None,
     cpus: Annotated[float | None, typer.Option(help="CPUs to hand out (default 8x the cores).")] = None,
     memory: Annotated[str | None, typer.Option(help="Memory to hand out (default 2x the RAM).")] = None,
@@ -38,14 +41,21 @@ def serve(
 
     from pydantic import ValidationError
 
-    from rock.worker.config import WorkerConfig
+    from rock.worker.config import WorkerConfig, default_state_dir
     from rock.worker.server import serve_worker
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if token is None:
+        path = token_file or default_state_dir() / "worker.token"
+        if path.is_file():
+            token = path.read_text().strip()
+        elif token_file is not None:
+            typer.secho(f"rock worker serve: no token file at {token_file}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(2)
     options = {
         "id": worker_id,
-        "api_key": api_key,
+        "token": token,
         "cpus": cpus,
         "memory": memory,
         "slots": slots,

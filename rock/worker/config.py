@@ -7,7 +7,7 @@ import os
 import socket
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from rock.sdk.types import parse_memory
 
@@ -32,8 +32,9 @@ class WorkerConfig(BaseModel):
     """0 picks a free port."""
     advertise_url: str | None = None
     """The URL the admin calls this worker on; defaults to http://HOST:PORT."""
-    api_key: str | None = None
-    """Sent to the admin, and required from callers when the worker binds a non-loopback address."""
+    token: SecretStr | None = None
+    """The fleet's worker credential (the admin's STATE_DIR/worker.token): sent with every heartbeat and
+    required of every caller, on any bind address. Never a user's API key."""
     cpus: float = Field(default_factory=lambda: float((os.cpu_count() or 1) * 8), gt=0)
     """CPUs to hand out. Sandbox CPU limits are caps, not reservations, so the default overcommits 8x."""
     memory: str = Field(default_factory=lambda: f"{_total_memory() * 2 // 1024**2}m")

@@ -14,7 +14,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from rock.sdk.types import SandboxSpec, WorkerSandbox
+from rock.sdk.types import SandboxSpec
+from rock.worker.contract import WorkerSandbox
 
 LABEL_WORKER = "rock.worker"
 LABEL_SANDBOX = "rock.sandbox"

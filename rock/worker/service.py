@@ -29,15 +29,13 @@ from rock.rocklet.errors import RockletError, RockletUnavailable
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
 from rock.sdk.types import (
     FailureReason,
-    Heartbeat,
-    HeartbeatReply,
     SandboxSpec,
     WorkerCapacity,
-    WorkerSandbox,
     parse_memory,
 )
 from rock.worker import containers
 from rock.worker.config import WorkerConfig
+from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
 from rock.worker.packages import PackageBridges
 
 log = logging.getLogger("rock.worker")
@@ -68,6 +66,15 @@ class WorkerService:
         self._heartbeats: asyncio.Task[None] | None = None
         self._http = httpx.AsyncClient(timeout=10.0)
         self.runtime_dir = config.state_dir
+
+    @property
+    def token(self) -> str:
+        if self.config.token is None:
+            raise ValueError(
+                f"worker {self.config.id} has no worker credential: pass --token-file "
+                "ADMIN_STATE_DIR/worker.token or set ROCK_WORKER_TOKEN"
+            )
+        return self.config.token.get_secret_value()
 
     @property
     def docker(self) -> docker.DockerClient:
@@ -141,7 +148,7 @@ class WorkerService:
         self._watch_memory(sandbox_id, container_id)
 
     # sandboxes --------------------------------------------------------------------------------------
-    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> dict[str, str]:
+    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
         from rock.runtime import rocklet_container_command, rocklet_container_env
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
@@ -193,7 +200,7 @@ class WorkerService:
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)
-            return {"host_dir": str(host_dir)}
+            return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
 
@@ -386,11 +393,9 @@ class WorkerService:
             capacity=self.capacity(),
             sandboxes=sandboxes,
         )
-        headers = {"Content-Type": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
         response = await self._http.post(
-            f"{self.config.admin_url}/v1/workers/heartbeat", content=beat.model_dump_json(), headers=headers
+            f"{self.config.admin_url}{HEARTBEAT_PATH}", content=beat.model_dump_json(), headers=headers
         )
         if not response.is_success:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")

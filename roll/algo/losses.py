@@ -28,7 +28,7 @@ from roll.algo.config import (
 )
 from roll.algo.returns import chunk_returns, group_mean, group_normalized, token_returns, trajectory_values
 from roll.algo.segments import segment_mean
-from roll.types import PackedBatch
+from roll.trainer.packing import PackedBatch
 
 
 @dataclass

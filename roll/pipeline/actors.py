@@ -84,12 +84,12 @@ class TrainerActor:
         self.loss = build_loss(loss)
 
     def train_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        from roll.types import pack_trajectories
+        from roll.trainer.packing import pack_trajectories
 
         return self.backend.train_step(pack_trajectories(trajectories), self.loss)
 
     def logprobs(self, trajectories: list[Trajectory]) -> torch.Tensor:
-        from roll.types import pack_trajectories
+        from roll.trainer.packing import pack_trajectories
 
         return self.backend.logprobs(pack_trajectories(trajectories))
 

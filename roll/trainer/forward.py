@@ -18,8 +18,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
+from roll.trainer.packing import PackedBatch
 from roll.trainer.varlen_attention import sequence_boundaries
-from roll.types import PackedBatch
 
 LOGIT_CHUNK_ROWS = 1024
 

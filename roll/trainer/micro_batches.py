@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roll.types import PackedBatch
+from roll.trainer.packing import PackedBatch
 
 
 def plan_micro_batches(batch: PackedBatch, token_budget: int, padded: bool = False) -> list[tuple[int, int]]:

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import torch
 
     from roll.algo.losses import Loss
-    from roll.types import PackedBatch
+    from roll.trainer.packing import PackedBatch
 
 
 @dataclass

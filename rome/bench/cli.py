@@ -27,7 +27,7 @@ DEFAULT_TASKS = Path(__file__).resolve().parent.parent / "tasks" / "terminal-pro
 def _load(tasks_dir: Path, task_ids: list[str] | None):  # type: ignore[no-untyped-def]
     from rich.console import Console
 
-    from rome.bench.tasks import load_tasks
+    from rome.terminal_tasks.task import load_tasks
 
     console = Console(stderr=True)
     try:
@@ -174,8 +174,8 @@ def validate(
     from rich.console import Console
 
     from rome.bench.runner import sandbox_provider
-    from rome.bench.tasks import load_tasks
     from rome.bench.validate import validate_tasks
+    from rome.terminal_tasks.task import load_tasks
 
     console = Console()
     _check_sandbox(sandbox)

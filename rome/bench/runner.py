@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from rome.bench.agents import make_agent
-from rome.bench.images import TaskImageError, ensure_image
-from rome.bench.sandbox import SandboxProvider
-from rome.bench.tasks import Task
 from rome.bench.trial import TrialResult, run_trial
+from rome.terminal_tasks.images import TaskImageError, ensure_image
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import Task
 
 if TYPE_CHECKING:
     from rock.images.build import PackageCacheArgs
@@ -66,22 +66,24 @@ def sandbox_provider(
     `offline_packages` it serves only what was seeded. `allow_internet` is the operator's consent to `full`.
     """
     if kind == "docker":
-        from rome.bench.sandbox import DockerProvider
+        from rome.bench.docker_sandbox import DockerProvider
 
         yield DockerProvider(allow_internet)
         return
     if kind != "rock":
         raise ValueError(f"unknown sandbox kind {kind!r}; choose one of {', '.join(SANDBOX_KINDS)}")
-    from rome.bench.rock_sandbox import RockProvider
+    from rome.terminal_tasks.rock_sandbox import RockProvider
 
     if admin_url:
         yield RockProvider(admin_url, allow_internet)
         return
+    from rock.fleet import LocalFleet
     from rock.packages.cache import default_folder
-    from rome.bench.fleet import LocalFleet
 
     cache = default_folder() if (default_folder() / "pypi").is_dir() else None
-    with LocalFleet(package_cache=cache, offline_packages=offline_packages) as fleet:
+    admin_args = [] if cache is None else ["--package-cache", str(cache)]
+    admin_args += ["--package-cache-offline"] if cache is not None and offline_packages else []
+    with LocalFleet(stop_with_parent=True, admin_args=admin_args) as fleet:
         yield RockProvider(fleet.url, allow_internet)
 
 

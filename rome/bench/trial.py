@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
 import time
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from rome.bench.agents import Agent, CommandRecord
-from rome.bench.bundle import (
-    PYTEST_MOUNT,
-    UV_INSTALLER_STANDIN,
-    pytest_bundle,
-    uv_bundle,
-    verifier_path,
-)
-from rome.bench.sandbox import SandboxError, SandboxProvider, TrialSandbox
-from rome.bench.tasks import AGENT_LOGS, TESTS_MOUNT, VERIFIER_LOGS, Task
 from rome.bench.verdict import (
     AGENT_CRASHED,
     IMAGE_BUILD_FAILED,
@@ -32,6 +20,9 @@ from rome.bench.verdict import (
     network_failure,
     verifier_crash,
 )
+from rome.terminal_tasks.sandbox import SandboxError, SandboxProvider, TrialSandbox
+from rome.terminal_tasks.task import Task
+from rome.terminal_tasks.verifier import verify as run_verifier
 
 FailureMode = Literal[
     "build_error", "sandbox_error", "agent_timeout", "agent_error", "test_timeout", "verifier_error"
@@ -94,107 +85,30 @@ class TrialResult(BaseModel):
     finished_at: str = ""
 
 
-def _test_files(task: Task) -> list[Path]:
-    return [
-        p
-        for folder in (task.tests_dir, task.step_tests_dir)
-        if folder is not None and folder.is_dir()
-        for p in folder.glob("*.sh")
-    ] + list(task.extra_test_files)
-
-
-def uses_pytest(task: Task) -> bool:
-    """Whether the task's tests run pytest (then pytest is uploaded for images that lack it)."""
-    if task.grading == "pytest":
-        return True
-    return any("pytest" in p.read_text(errors="replace") for p in _test_files(task) if p.is_file())
-
-
-_UV = re.compile(r"\buvx?\b")
-
-
-def uses_uv(task: Task) -> bool:
-    """Whether the task's test scripts call uv or uvx (then the bundled uv is uploaded)."""
-    return any(_UV.search(p.read_text(errors="replace")) for p in _test_files(task) if p.is_file())
-
-
-_SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR) ", re.MULTILINE)
-
-
-def pytest_reward(output: str, exit_code: int | None) -> tuple[float, str]:
-    """All tests in pytest's -rA summary passed -> 1.0; any failure or error -> 0.0; else the exit status."""
-    outcomes = set(_SUMMARY_LINE.findall(output))
-    if outcomes:
-        return (1.0 if outcomes == {"PASSED"} else 0.0), "pytest-summary"
-    return (1.0 if exit_code == 0 else 0.0), "exit-code"
-
-
-def parse_reward_file(text: str) -> float:
-    text = text.strip()
-    if text.startswith("{"):
-        data = json.loads(text)
-        value = data.get("reward", next(iter(data.values()), None)) if isinstance(data, dict) else data
-        return float(value)
-    return float(text.split()[0])
-
-
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def verify(sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
-    """Copy the tests in (only now, after the agent), run them, and read the reward.
-
-    A multi-step task's shared tests go in first and the step's own over them, so a step's file wins.
-    """
-    fresh = f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} {AGENT_LOGS}"
-    sandbox.run(fresh, timeout=30)
-    for folder in (task.tests_dir, task.step_tests_dir):
-        if folder is not None and folder.is_dir() and any(folder.iterdir()):
-            sandbox.upload(sorted(folder.iterdir()), TESTS_MOUNT)
-    if task.extra_test_files:
-        sandbox.upload(list(task.extra_test_files), TESTS_MOUNT)
-    with_uv = uses_uv(task)
-    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
-    prelude = ""
-    if uses_pytest(task) or with_uv:
-        sandbox.upload([pytest_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
-        env["PYTHONPATH"] = PYTEST_MOUNT
-        prelude = f"export PATH={verifier_path(with_uv)}; "
-    if with_uv:
-        sandbox.upload([uv_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
-        prelude += f"{UV_INSTALLER_STANDIN}; "
-    run = sandbox.run(prelude + task.test_command, timeout=task.verifier_timeout_sec, env=env)
-    result.timings.verifier_sec += run.duration_sec
-    result.verifier_output = run.output
+    """Run the task's verifier and record what it said; a verifier that could not judge (its interpreter
+    or test runner missing, pytest unable to start) is a `verifier_error`, not a failed task."""
+    verdict = run_verifier(sandbox, task)
+    result.timings.verifier_sec += verdict.duration_sec
+    result.verifier_output = verdict.output
     result.commands.append(
         CommandRecord(
             phase="verifier",
             command=task.test_command,
-            exit_code=run.exit_code,
-            duration_sec=run.duration_sec,
-            timed_out=run.timed_out,
+            exit_code=verdict.exit_code,
+            duration_sec=verdict.duration_sec,
+            timed_out=verdict.timed_out,
         )
     )
-    if run.timed_out:
-        result.failure_mode = "test_timeout"
-        result.error = f"tests ran past their {task.verifier_timeout_sec:.0f} s timeout"
-        return
-    if task.grading == "pytest":
-        result.reward, result.reward_source = pytest_reward(run.output, run.exit_code)
-    else:
-        for name in ("reward.txt", "reward.json"):
-            text = sandbox.read_text(f"{VERIFIER_LOGS}/{name}")
-            if text is not None:
-                try:
-                    result.reward, result.reward_source = parse_reward_file(text), name
-                except (ValueError, StopIteration, TypeError):
-                    result.failure_mode = "verifier_error"
-                    result.error = f"{VERIFIER_LOGS}/{name} holds {text[:80]!r}, not a number"
-                return
-        result.reward, result.reward_source = (1.0 if run.exit_code == 0 else 0.0), "exit-code"
-    if result.reward < 1.0 and result.reward_source == "exit-code":
-        crash = verifier_crash(run.output, run.exit_code)
+    result.reward, result.reward_source = verdict.reward, verdict.reward_source
+    if verdict.failure_mode is not None:
+        result.failure_mode, result.error = verdict.failure_mode, verdict.error
+    elif verdict.reward < 1.0 and verdict.reward_source == "exit-code":
+        crash = verifier_crash(verdict.output, verdict.exit_code)
         if crash is not None:
             result.failure_mode, result.error = "verifier_error", f"the verifier could not run: {crash}"
 
@@ -294,7 +208,7 @@ def _run_agent(agent: Agent, sandbox: TrialSandbox, task: Task, result: TrialRes
 
 def _run_steps(task: Task, agent: Agent, sandbox: TrialSandbox, result: TrialResult) -> None:
     """Each step in order in the one sandbox: the agent on the step's instruction, then the step's tests."""
-    from rome.bench.steps import aggregate
+    from rome.terminal_tasks.steps import aggregate
 
     rewards: list[float | None] = []
     for step in task.steps:

@@ -8,13 +8,12 @@ from rock.admin.service import Admin
 from rock.admin.states import advance
 from rock.sdk.types import (
     FailureReason,
-    Heartbeat,
     SandboxInfo,
     SandboxSpec,
     SandboxState,
     WorkerCapacity,
-    WorkerSandbox,
 )
+from rock.worker.contract import Heartbeat, WorkerSandbox
 
 S = SandboxState
 LONG_AGO = datetime.now(UTC) - timedelta(minutes=5)
@@ -74,8 +73,7 @@ async def test_heartbeats_reconcile_containers_with_the_store(tmp_path):
                 WorkerSandbox(id="kept", status="running"),
                 WorkerSandbox(id="oom", status="oom_killed", detail="out of memory"),
                 WorkerSandbox(id="stranger", status="running"),
-            ),
-            LOCAL,
+            )
         )
         assert sorted(reply.remove) == ["oom", "stranger"]
         assert admin.get("kept", LOCAL).state is S.RUNNING
@@ -105,7 +103,7 @@ async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_pat
     )
     admin = await _admin(tmp_path, fresh)
     try:
-        admin.heartbeat(_beat(), LOCAL)
+        admin.heartbeat(_beat())
         assert admin.get("new", LOCAL).state is S.RUNNING
     finally:
         await admin.close()
@@ -114,8 +112,8 @@ async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_pat
 async def test_a_silent_worker_is_lost_with_its_sandboxes(tmp_path):
     admin = await _admin(tmp_path, _running("a"), _running("b", worker_id="w2"))
     try:
-        admin.heartbeat(_beat(WorkerSandbox(id="a", status="running")), LOCAL)
-        admin.heartbeat(_beat(WorkerSandbox(id="b", status="running"), worker_id="w2"), LOCAL)
+        admin.heartbeat(_beat(WorkerSandbox(id="a", status="running")))
+        admin.heartbeat(_beat(WorkerSandbox(id="b", status="running"), worker_id="w2"))
         admin.scheduler.workers["w1"].last_heartbeat -= 60
         admin._check_once()
         assert set(admin.scheduler.workers) == {"w2"}
@@ -135,9 +133,7 @@ async def test_the_reaper_stops_expired_and_idle_sandboxes(tmp_path):
     busy = _running("busy").model_copy(update={"spec": SandboxSpec(idle_timeout=60)})
     admin = await _admin(tmp_path, idle, expired, busy)
     try:
-        admin.heartbeat(
-            _beat(*(WorkerSandbox(id=i, status="running") for i in ("idle", "expired", "busy"))), LOCAL
-        )
+        admin.heartbeat(_beat(*(WorkerSandbox(id=i, status="running") for i in ("idle", "expired", "busy"))))
         admin._activity["busy"] = datetime.now(UTC).timestamp()
         admin._check_once()
         for _ in range(100):

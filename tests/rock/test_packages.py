@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from rock.fleet import LocalFleet
 from rock.packages.cache import default_folder
 from rock.sdk.sandbox import Sandbox
-from rome.bench.fleet import LocalFleet
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -23,7 +23,8 @@ def fleet() -> Iterator[LocalFleet]:
         pytest.fail(
             f"no package cache in {default_folder()}: run `rock packages seed` (scripts/setup.sh does)"
         )
-    with LocalFleet(package_cache=default_folder(), offline_packages=True) as started:
+    args = ["--package-cache", str(default_folder()), "--package-cache-offline"]
+    with LocalFleet(admin_args=args) as started:
         yield started
 
 
@@ -74,7 +75,7 @@ def test_pip_and_uv_use_the_cache_and_nothing_else_is_reachable(fleet, own_serve
 
 
 def test_apt_installs_through_the_cache(fleet) -> None:
-    if fleet.package_cache is None or not (fleet.package_cache / "apt").is_dir():
+    if not (default_folder() / "apt").is_dir():
         pytest.fail("the package cache has no apt part: install apt-cacher and run `rock packages seed`")
     with Sandbox(image="debian:bookworm", network="packages", user="root", admin_url=fleet.url) as box:
         run = box.exec(

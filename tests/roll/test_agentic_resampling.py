@@ -11,7 +11,7 @@ import pytest
 
 from roll.rollout.agentic.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
 from roll.rollout.agentic.resampling import SequentialRollback, crucial_fork
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
 
@@ -256,7 +256,7 @@ def test_the_report_tables_show_success_before_and_after_and_the_rollback_path()
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     from roll.models import render_chat
     from roll.rollout.agentic.imitation import imitation_trajectory
-    from roll.types import pack_trajectories
+    from roll.trainer.packing import pack_trajectories
 
     call = {
         "id": "1",

@@ -17,7 +17,8 @@ from roll.algo.config import (
     TokenReinforceLossConfig,
 )
 from roll.algo.losses import build_loss, summarize
-from roll.types import Chunk, PackedBatch, Trajectory, pack_trajectories
+from roll.trainer.packing import PackedBatch, pack_trajectories
+from roll.types import Chunk, Trajectory
 
 
 def _chunk(n: int, mu: list[float] | None = None, **flags: bool) -> Chunk:

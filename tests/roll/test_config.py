@@ -79,7 +79,8 @@ def test_train_config_picks_trainer_and_engine_variants_by_type() -> None:
     from roll.pipeline.config import TrainConfig
     from roll.trainer.megatron.config import MegatronBackendConfig
 
-    default = load_config(TrainConfig, "configs/ipa.yaml")  # its engine section names no type: torch
+    # its engine section names no type: torch
+    default = load_config(TrainConfig, "configs/gem_guess_the_number.yaml")
     assert isinstance(default.trainer, TorchBackendConfig)
     assert isinstance(default.engines.engine, TorchEngineConfig)
     scale = load_config(

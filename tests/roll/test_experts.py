@@ -119,7 +119,8 @@ def test_generate_writes_winning_conversations(tmp_path: Path) -> None:
 def test_cli_generates_from_a_train_config(tmp_path: Path) -> None:
     out = tmp_path / "data.jsonl"
     result = CliRunner().invoke(
-        app, ["experts", "generate", "configs/ipa.yaml", "--episodes", "5", "--out", str(out)]
+        app,
+        ["experts", "generate", "configs/gem_guess_the_number.yaml", "--episodes", "5", "--out", str(out)],
     )
     assert result.exit_code == 0, result.output
     assert "Expert won 5/5" in result.output
@@ -139,16 +140,19 @@ def _ipa_system_prompt() -> str:
     from roll.config import load_config
     from roll.pipeline.config import TrainConfig
 
-    prompt = load_config(TrainConfig, "configs/ipa.yaml").env.system_prompt
+    prompt = load_config(TrainConfig, "configs/gem_guess_the_number.yaml").env.system_prompt
     assert prompt
     return prompt
 
 
-@pytest.mark.parametrize("train_config", ["configs/ipa.yaml", "configs/grpo.yaml"])
+@pytest.mark.parametrize(
+    "train_config", ["configs/gem_guess_the_number.yaml", "configs/gem_guess_the_number_grpo.yaml"]
+)
 def test_shipped_expert_data_matches_the_train_configs_env(tiny_moe: LoadedModel, train_config: str) -> None:
     """The warm-start data must be what the expert plays in that config's env (same system prompt), with
     every action ending within the rollout's max_new_tokens; regenerate it when the env section changes:
-    roll experts generate configs/ipa.yaml --episodes 64 --out configs/data/guess_the_number_expert.jsonl"""
+    roll experts generate configs/gem_guess_the_number.yaml --episodes 64 \
+        --out configs/data/guess_the_number_expert.jsonl"""
     from roll.config import load_config
     from roll.pipeline.config import TrainConfig
     from roll.sft.config import SFTConfig
@@ -178,6 +182,8 @@ async def test_eval_plays_every_seed_on_the_real_engine() -> None:
 
 
 def test_cli_eval_reports_an_unknown_model() -> None:
-    result = CliRunner().invoke(app, ["experts", "eval", "configs/ipa.yaml", "--model", "no/such/folder"])
+    result = CliRunner().invoke(
+        app, ["experts", "eval", "configs/gem_guess_the_number.yaml", "--model", "no/such/folder"]
+    )
     assert result.exit_code == 2
     assert "Unknown model" in result.output

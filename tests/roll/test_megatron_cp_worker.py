@@ -78,7 +78,7 @@ def _gather_run() -> dict:
     import torch.distributed as dist
 
     from roll.trainer.megatron.forward import token_logprobs
-    from roll.types import PackedBatch
+    from roll.trainer.packing import PackedBatch
 
     rank = dist.get_rank()
     packed = packed_micro_batch([7, 1, 12, 5], seed=5)

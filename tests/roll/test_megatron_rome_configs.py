@@ -52,13 +52,13 @@ def test_multinode_recipe_gives_trainer_and_engines_their_own_gpus() -> None:
 
 @pytest.mark.parametrize("name", ["ipa_qwen3_30b_a3b.yaml", "ipa_qwen3_30b_a3b_multinode.yaml"])
 def test_recipes_play_a_suite_terminal_task_through_rock(name: str) -> None:
-    from rock.envs.terminal_env import FINISH_ACTION, TERMINAL_PREFIX, load_terminal_task
+    from rome.terminal_tasks.env import FINISH_ACTION, TERMINAL_PREFIX, load_terminal_task
 
     env = _ipa(name).env
     assert env.env_id.startswith(TERMINAL_PREFIX) and env.rock_url is not None
     task_dir = Path(env.env_id.removeprefix(TERMINAL_PREFIX))
     assert not task_dir.is_absolute() and task_dir.parent == Path("rome/tasks/terminal-pro")
-    task = load_terminal_task(f"{TERMINAL_PREFIX}{ROOT / task_dir}")  # what the ROCK admin loads
+    task = load_terminal_task(f"{TERMINAL_PREFIX}{ROOT / task_dir}")  # what the rollout worker loads
     assert task.id == task_dir.name and task.instruction
     assert env.system_prompt is not None and f"the single word {FINISH_ACTION}" in env.system_prompt
     assert env.env_kwargs["max_steps"] == env.max_turns
@@ -73,5 +73,6 @@ def test_the_recipe_trainer_without_cuda_says_which_config_to_use() -> None:
         build_backend(_ipa("ipa_qwen3_30b_a3b.yaml").trainer)
     message = str(error.value)
     assert "needs a CUDA GPU" in message and "set trainer.type: torch" in message
-    for config in ("configs/ipa.yaml", "configs/sft.yaml"):  # the CPU recipes it names, on torch
+    # the CPU recipes it names, on torch
+    for config in ("configs/gem_guess_the_number.yaml", "configs/sft.yaml"):
         assert config in message and "type: megatron" not in (ROOT / config).read_text()

@@ -62,7 +62,8 @@ def pytest_free_patch() -> Iterator:
 
 def sample_batch():
     """Three one-chunk trajectories and one two-chunk trajectory over the SmolLM2 vocabulary."""
-    from roll.types import Chunk, Trajectory, pack_trajectories
+    from roll.trainer.packing import pack_trajectories
+    from roll.types import Chunk, Trajectory
 
     gen = torch.Generator().manual_seed(0)
 

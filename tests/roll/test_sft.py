@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from roll.sft.data import SFTDataError, SFTExample, read_examples, to_trajectory
-from roll.types import pack_trajectories
+from roll.trainer.packing import pack_trajectories
 
 SAMPLE = Path(__file__).resolve().parents[2] / "configs" / "data" / "sft_sample.jsonl"
 BASH = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}

@@ -16,8 +16,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.trainer.config import OptimizerConfig, TorchBackendConfig
+from roll.trainer.packing import pack_trajectories
 from roll.trainer.torch_backend import TorchBackend
-from roll.types import Chunk, Trajectory, pack_trajectories
+from roll.types import Chunk, Trajectory
 
 
 def tiny_llama() -> LlamaForCausalLM:

@@ -4,7 +4,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from roll.types import Chunk, PackedBatch, Trajectory, pack_trajectories
+from roll.trainer.packing import PackedBatch, pack_trajectories
+from roll.types import Chunk, Trajectory
 
 
 def _trajectories() -> list[Trajectory]:

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from rome.bench.check import check_task
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 WORLD = Path(__file__).parent / "fixtures" / "world"
 ALIASES = {"python:3.11-slim": "ale/python:3.11", "debian:bookworm": "ale/debian:bookworm"}

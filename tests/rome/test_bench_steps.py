@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from rome.bench.network import NetworkNeeds, grant, read_needs
-from rome.bench.steps import TaskStep, aggregate
-from rome.bench.tasks import Task, TaskLoadError, load_task
+from rome.terminal_tasks.network import NetworkNeeds, grant, read_needs
+from rome.terminal_tasks.steps import TaskStep, aggregate
+from rome.terminal_tasks.task import Task, TaskLoadError, load_task
 
 STEPS_TOML = """
 schema_version = "1.1"

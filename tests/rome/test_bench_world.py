@@ -10,9 +10,9 @@ import pytest
 
 from rock.packages.cache import default_folder
 from rome.bench.runner import run_trials, sandbox_provider
-from rome.bench.sandbox import SandboxProvider
-from rome.bench.tasks import load_tasks
 from rome.bench.validate import validate_tasks
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 WORLD = Path(__file__).parent / "fixtures" / "world"
@@ -51,8 +51,8 @@ def test_every_fixture_validates_under_the_default_policy(provider, tmp_path) ->
 
 def test_without_the_cache_a_network_need_is_an_infra_error_not_a_failure(tmp_path) -> None:
     suite = load_tasks(WORLD, ["uv-curl-ctrf"])
-    from rome.bench.fleet import LocalFleet
-    from rome.bench.rock_sandbox import RockProvider
+    from rock.fleet import LocalFleet
+    from rome.terminal_tasks.rock_sandbox import RockProvider
 
     with LocalFleet() as fleet:  # no package cache: the grader's uvx cannot reach an index
         report = validate_tasks(suite.tasks, [], tmp_path, provider=RockProvider(fleet.url))

@@ -48,7 +48,10 @@ def prefilled_history(
 ) -> list[dict[str, Any]]:
     """The agent's history after the expert steps: system prompt, instruction, steps and their results."""
     return [
-        {"role": "system", "content": system_prompt(parts.options.cwd, parts.config.approval_mode)},
+        {
+            "role": "system",
+            "content": system_prompt(parts.options.cwd, parts.config.approval_mode, parts.prompt_profile),
+        },
         {"role": "user", "content": instruction},
         *replay(parts, steps),
     ]

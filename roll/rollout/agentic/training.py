@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
     import torch
 
-    from roll.types import PackedBatch, Trajectory
+    from roll.trainer.packing import PackedBatch
+    from roll.types import Trajectory
 
 
 class RoundTrainer:
@@ -48,7 +49,7 @@ class RoundTrainer:
 
     def train(self, trajectories: list[Trajectory]) -> dict[str, Any]:
         """`steps` IPA steps on the batch of `trajectories`; pi_old is fixed at the round's first step."""
-        from roll.types import pack_trajectories
+        from roll.trainer.packing import pack_trajectories
 
         trained = with_gradient(trajectories, self.loss_config.group_baseline)
         if not trajectories:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from roll.algo.losses import Loss, LossOutput
     from roll.engine.sglang.translate import TensorSpec
     from roll.trainer.megatron.context_parallel import ContextShard
-    from roll.types import PackedBatch
+    from roll.trainer.packing import PackedBatch
 
 
 class MegatronNeedsCudaError(RuntimeError):
@@ -60,8 +60,8 @@ def require_cuda() -> None:
     if not torch.cuda.is_available():
         raise MegatronNeedsCudaError(
             "the megatron train backend needs a CUDA GPU and torch.cuda.is_available() is False here; "
-            "set trainer.type: torch to train on this machine (CPU, one GPU or FSDP2), as configs/ipa.yaml "
-            "and configs/sft.yaml do"
+            "set trainer.type: torch to train on this machine (CPU, one GPU or FSDP2), as "
+            "configs/gem_guess_the_number.yaml and configs/sft.yaml do"
         )
     if importlib.util.find_spec("megatron") is None:
         raise MegatronNeedsCudaError(

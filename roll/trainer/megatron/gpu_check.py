@@ -58,7 +58,8 @@ def cp_config(context_parallel_size: int):
 
 
 def gpu_check_batch():
-    from roll.types import Chunk, Trajectory, pack_trajectories
+    from roll.trainer.packing import pack_trajectories
+    from roll.types import Chunk, Trajectory
 
     gen = torch.Generator().manual_seed(0)
 

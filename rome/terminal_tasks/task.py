@@ -16,8 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rome.bench.network import NetworkNeeds, read_needs
-from rome.bench.steps import StepError, StepStrategy, TaskStep, load_steps
+from rome.terminal_tasks.network import NetworkNeeds, read_needs
+from rome.terminal_tasks.steps import StepError, StepStrategy, TaskStep, load_steps
 
 Layout = Literal["harbor", "terminal-bench"]
 Grading = Literal["reward-file", "pytest"]

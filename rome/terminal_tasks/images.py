@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from rome.bench.tasks import Task
+from rome.terminal_tasks.task import Task
 
 if TYPE_CHECKING:
     from rock.images.build import PackageCacheArgs

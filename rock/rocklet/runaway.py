@@ -1,0 +1,93 @@
+"""The pids guard: when a sandbox nears its pids limit, what no running command owns is killed.
+
+A fork bomb put in the background (`:(){ :|:& };:`) returns at once and would hold the limit until the
+sandbox ends, so no later command could start a process. Processes of a command still running (its root and
+their descendants) are left to that command's own timeout, so a command that merely runs into the limit still
+sees EAGAIN itself; so are the rocklet and its session shells.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Collection
+
+from rock.rocklet.procs import processes, reap_orphans, stop_then_kill
+
+_PIDS_FILES = (
+    ("/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids/pids.max"),  # cgroup v1, inside a container
+    ("/sys/fs/cgroup/pids.current", "/sys/fs/cgroup/pids.max"),  # cgroup v2
+)
+PIDS_PRESSURE = 0.9
+"""Share of the sandbox's pids limit in use at which its runaway processes are killed."""
+
+_busy_lock = threading.Lock()
+_busy: dict[int, frozenset[int]] = {}
+
+
+def mark_busy(root: int, barrier: Collection[int] = ()) -> None:
+    """A command runs under `root` (a one-shot command's process, or a session's shell): the descendants of
+    `root` are its own, except those reached through a process in `barrier` (jobs of earlier commands)."""
+    with _busy_lock:
+        _busy[root] = frozenset(barrier)
+
+
+def mark_idle(root: int) -> None:
+    with _busy_lock:
+        _busy.pop(root, None)
+
+
+def pids_usage() -> tuple[int, int] | None:
+    """(tasks in use, limit) of this sandbox's pids cgroup; None where no limit is visible."""
+    for current_file, max_file in _PIDS_FILES:
+        try:
+            with open(current_file) as current, open(max_file) as limit:
+                used, most = current.read().strip(), limit.read().strip()
+        except OSError:
+            continue
+        if used.isdigit() and most.isdigit():
+            return int(used), int(most)
+    return None
+
+
+def runaways(spare: Collection[int]) -> list[int]:
+    """Live processes that are not the rocklet, not in `spare`, and not owned by a running command."""
+    table = {pid: ppid for pid, state, ppid, _ in processes() if state != b"Z"}
+    with _busy_lock:
+        busy = dict(_busy)
+    keep = {os.getpid(), *spare, *busy}
+    return [pid for pid in table if pid not in keep and not _owned(pid, table, busy)]
+
+
+def _owned(pid: int, table: dict[int, int], busy: dict[int, frozenset[int]]) -> bool:
+    """Whether `pid` descends from a busy root other than through a job of an earlier command."""
+    path, current = [], pid
+    for _ in range(len(table)):
+        if current in busy:
+            return not any(link in busy[current] for link in path)
+        path.append(current)
+        parent = table.get(current)
+        if parent is None:
+            return False
+        current = parent
+    return False
+
+
+def guard_pids(spare: Callable[[], Collection[int]], interval: float = 0.2) -> None:
+    """Forever: when the sandbox nears its pids limit, kill its runaway processes (see the module)."""
+    while True:
+        time.sleep(interval)
+        usage = pids_usage()
+        if usage is None or usage[0] < PIDS_PRESSURE * usage[1]:
+            continue
+        if stop_then_kill(functools.partial(runaways, set(spare())), rounds=50):
+            print(
+                f"rocklet: {usage[0]} of {usage[1]} pids were in use: killed the processes no running "
+                "command owns",
+                file=sys.stderr,
+                flush=True,
+            )
+        reap_orphans()
