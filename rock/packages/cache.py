@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def _tool(name: str) -> str | None:
 
 
 def apt_cacher() -> str | None:
-    """Debian's apt-cacher (apt-cacher cannot bind its socket under gVisor, where this project runs)."""
+    """Debian's apt-cacher (apt-cacher-ng cannot bind its socket under gVisor, where this project runs)."""
     return shutil.which("apt-cacher") or (
         "/usr/sbin/apt-cacher" if Path("/usr/sbin/apt-cacher").is_file() else None
     )
@@ -62,6 +63,7 @@ class PackageCache:
         self.pypi: str | None = None
         self.apt: str | None = None
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._scratch: Path | None = None
 
     def __enter__(self) -> PackageCache:
         try:
@@ -83,6 +85,8 @@ class PackageCache:
                 proc.kill()
                 proc.wait()
         self._procs.clear()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     @property
     def pypi_url(self) -> str:
@@ -106,6 +110,12 @@ class PackageCache:
         data.parent.mkdir(parents=True, exist_ok=True)
         if not (data / ".nodeinfo").is_file():
             subprocess.run([init, "--serverdir", str(data)], check=True, capture_output=True, timeout=300)
+        if self.offline:
+            # devpi writes to its folder even offline: each offline instance gets its own copy of the seeded
+            # one (a few MB), so fleets started side by side never share a database.
+            self._scratch = Path(tempfile.mkdtemp(prefix="rock-devpi-"))
+            data = Path(shutil.copytree(data, self._scratch / "pypi"))
+            log = self._scratch / "devpi.log"
         port = _free_port()
         args = [server, "--serverdir", str(data), "--host", "127.0.0.1", "--port", str(port)]
         args += ["--secretfile", str(self._secret(data))]
@@ -129,7 +139,13 @@ class PackageCache:
         binary = apt_cacher()
         if binary is None:
             return None  # apt caching is optional: `apt-get install apt-cacher` (scripts/setup.sh does)
-        cache, logs = self.folder / "apt", self.folder / "apt-logs"
+        cache = self.folder / "apt"
+        # Offline, the cache is only read: instances side by side share it, each with its own logs.
+        logs = (
+            Path(tempfile.mkdtemp(prefix="rock-apt-", dir=self._scratch))
+            if self.offline
+            else self.folder / "apt-logs"
+        )
         cache.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         port = _free_port()
@@ -139,7 +155,7 @@ class PackageCache:
         args += [f"cache_dir={cache}", f"log_dir={logs}", f"user={os.getuid()}", f"group={os.getgid()}"]
         if self.offline:
             args.append("offline_mode=1")
-        log = self.folder / "apt-cacher.log"
+        log = logs / "apt-cacher.log"
         proc = self._spawn(args, log)
         self._wait(proc, f"http://127.0.0.1:{port}/", log)
         return f"127.0.0.1:{port}"
