@@ -21,6 +21,9 @@ def _exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
+ALLOW_INTERNET_HELP = (
+    "Give tasks that ask for the internet a full (bridge) network; without it they get the package cache."
+)
 DEFAULT_TASKS = Path(__file__).resolve().parent.parent / "tasks" / "terminal-pro"
 
 
@@ -96,6 +99,7 @@ def terminal_pro(
             help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
         ),
     ] = None,
+    allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
 ) -> None:
     """Run an agent over the tasks and write per-trial JSON, summary.json, report.md and charts."""
     from rich.console import Console
@@ -136,7 +140,7 @@ def terminal_pro(
     output.mkdir(parents=True, exist_ok=True)
     write_run_config(output, config)
     progress = _Progress(len(suite.tasks) * n_attempts, "terminal-pro:")
-    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+    with progress.progress, sandbox_provider(sandbox, admin_url, allow_internet) as provider:
         trials = run_trials(
             run_tasks, agent, output, n_attempts, concurrency, model, provider, on_trial=progress
         )
@@ -168,6 +172,7 @@ def validate(
             help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
         ),
     ] = None,
+    allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
 ) -> None:
     """Check every task: the oracle passes it and the nop agent fails it. Exits 1 when a task is broken,
     3 when none is but some cannot run here (an infra error: no image, no network, no verifier)."""
@@ -187,7 +192,7 @@ def validate(
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     output = output or Path("runs") / f"validate-{stamp}"
     progress = _Progress(2 * len(suite.tasks), "validate:")
-    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+    with progress.progress, sandbox_provider(sandbox, admin_url, allow_internet) as provider:
         report = validate_tasks(suite.tasks, suite.errors, output, concurrency, provider, on_trial=progress)
     broken, cannot_run = _print_validation(console, report, tasks_dir, output)
     if broken or cannot_run:

@@ -79,7 +79,12 @@ def test_apt_installs_through_the_cache(fleet) -> None:
         pytest.fail("the package cache has no apt part: install apt-cacher and run `rock packages seed`")
     with Sandbox(image="debian:bookworm", network="packages", user="root", admin_url=fleet.url) as box:
         run = box.exec(
-            ["bash", "-c", "apt-get update -q && apt-get install -y -q curl && curl --version"], timeout=300
+            [
+                "bash",
+                "-c",
+                "apt-get update -q && apt-get install -y -q --no-install-recommends curl && curl --version",
+            ],
+            timeout=300,
         )
         assert run.exit_code == 0 and "curl" in run.output.splitlines()[-1], run.output[-2000:]
 
