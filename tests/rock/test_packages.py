@@ -82,7 +82,8 @@ def test_apt_installs_through_the_cache(fleet) -> None:
             [
                 "bash",
                 "-c",
-                "apt-get update -q && apt-get install -y -q --no-install-recommends curl && curl --version | head -1",
+                "apt-get update -q && apt-get install -y -q --no-install-recommends curl "
+                "&& curl --version | head -1",
             ],
             timeout=300,
         )
