@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import uvicorn
 from fastapi import FastAPI, Response
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 
+from rock.request_limits import BodyLimit
 from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
 from rock.sdk.types import ErrorBody
 
@@ -35,9 +37,19 @@ def validation_error(exc: RequestValidationError) -> Response:
     return error_response(BadRequest(f"invalid request: {problems}"))
 
 
+def http_error(exc: HTTPException) -> Response:
+    """Starlette's own refusals (no such route, wrong method, a body over the limit) as `ErrorBody` too."""
+    kind = "PayloadTooLarge" if exc.status_code == 413 else "RockError"
+    body = ErrorBody(type=kind, message=str(exc.detail))
+    return Response(body.model_dump_json(), status_code=exc.status_code, media_type="application/json")
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    """`ErrorBody` answers for every error, and the request body limits (`rock.request_limits`)."""
     app.add_exception_handler(RockError, lambda _r, exc: error_response(exc))  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, lambda _r, exc: validation_error(exc))  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, lambda _r, exc: http_error(exc))  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit)
 
 
 def bearer_token(authorization: str | None) -> str | None:

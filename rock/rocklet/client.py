@@ -2,6 +2,7 @@
 
 import asyncio
 import time
+from collections.abc import AsyncIterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,6 +25,9 @@ from rock.rocklet.types import (
 DEFAULT_TIMEOUT = 60.0
 # Time the HTTP request may take beyond the command's own timeout (killing, reporting, a busy host).
 REQUEST_MARGIN = 30.0
+TRANSFER_TIMEOUT = 600.0
+"""Seconds a file write or an upload may take (the admin allows the same)."""
+Content = bytes | AsyncIterable[bytes]
 
 
 class RockletClient:
@@ -127,13 +131,15 @@ class RockletClient:
     async def read_file(self, path: str) -> bytes:
         return (await self._request("GET", "/files", params={"path": path})).content
 
-    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+    async def write_file(self, path: str, data: Content, mode: int | None = None) -> None:
+        """Write `data` (bytes, or pieces of them streamed through) to `path` inside the sandbox."""
         params = {"path": path} | ({"mode": format(mode, "o")} if mode is not None else {})
-        await self._request("PUT", "/files", params=params, content=data)
+        await self._request("PUT", "/files", params=params, content=data, timeout=TRANSFER_TIMEOUT)
 
-    async def upload(self, tar_bytes: bytes, dest: str) -> None:
-        """Unpack a tar archive under `dest` inside the sandbox."""
-        await self._request("PUT", "/archive", params={"dest": dest}, content=tar_bytes)
+    async def upload(self, tar: Content, dest: str) -> None:
+        """Unpack a tar archive (bytes, or pieces of them streamed through) under `dest` inside the
+        sandbox."""
+        await self._request("PUT", "/archive", params={"dest": dest}, content=tar, timeout=TRANSFER_TIMEOUT)
 
     async def download(self, path: str) -> bytes:
         """A tar archive of `path` (file or folder) inside the sandbox, named by its last component."""

@@ -11,7 +11,6 @@ from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from rock.rocklet.errors import RemoteFileNotFound as RockletFileNotFound
 from rock.rocklet.errors import RockletError
 from rock.sdk.errors import (
-    BadRequest,
     RemoteFileNotFound,
     RockError,
     SandboxRequestError,
@@ -123,16 +122,12 @@ def create_worker_app(
     async def write_file(
         sandbox_id: str, path: str, request: Request, mode: Annotated[int | None, Query()] = None
     ) -> dict[str, str]:
-        data = await request.body()
-        await call(sandbox_id, lambda c: c.write_file(path, data, mode=mode))
+        await call(sandbox_id, lambda c: c.write_file(path, request.stream(), mode=mode))
         return {"path": path}
 
     @app.post("/v1/sandboxes/{sandbox_id}/upload")
     async def upload(sandbox_id: str, dest: str, request: Request) -> dict[str, str]:
-        data = await request.body()
-        if not data:
-            raise BadRequest("upload needs a tar archive as the request body")
-        await call(sandbox_id, lambda c: c.upload(data, dest))
+        await call(sandbox_id, lambda c: c.upload(request.stream(), dest))
         return {"dest": dest}
 
     @app.get("/v1/sandboxes/{sandbox_id}/download")
