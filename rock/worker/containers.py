@@ -20,6 +20,9 @@ from rock.worker.contract import WorkerSandbox
 LABEL_WORKER = "rock.worker"
 LABEL_SANDBOX = "rock.sandbox"
 LABEL_OWNER = "rock.owner"
+LABEL_FLEET = "rock.fleet"
+"""A fingerprint of the fleet's worker credential: workers of one fleet reap each other's leftovers, never
+another fleet's."""
 HOME = "/home/rock"
 ROOT_HOME = "/root"
 ROOT_CAPABILITIES = [
@@ -67,6 +70,7 @@ def start_container(
     *,
     sandbox_id: str,
     worker_id: str,
+    fleet: str,
     owner: str,
     image: str,
     spec: SandboxSpec,
@@ -91,7 +95,8 @@ def start_container(
         cap_drop=["ALL"],
         cap_add=ROOT_CAPABILITIES if spec.is_root else None,
         security_opt=["no-new-privileges"],
-        network_mode=spec.network,
+        # `packages` is no network at all: the package cache comes in through the rocklet's forwarder.
+        network_mode="none" if spec.network == "packages" else spec.network,
         mem_limit=spec.memory_bytes,
         memswap_limit=spec.memory_bytes,
         pids_limit=spec.pids,
@@ -107,7 +112,7 @@ def start_container(
         name=container_name(sandbox_id),
         detach=True,
         user=spec.user,
-        labels={LABEL_WORKER: worker_id, LABEL_SANDBOX: sandbox_id, LABEL_OWNER: owner},
+        labels={LABEL_WORKER: worker_id, LABEL_SANDBOX: sandbox_id, LABEL_OWNER: owner, LABEL_FLEET: fleet},
         environment={"HOME": home, **env, **spec.env},
         volumes=["/opt/rock", "/run/rock"],
         working_dir=home,
@@ -260,6 +265,17 @@ def list_sandboxes(client: docker.DockerClient, worker_id: str, oom: set[str]) -
         status, detail = describe_stop(state)
         out.append(WorkerSandbox(id=sandbox_id, status=status, detail=detail))  # type: ignore[arg-type]
     return out
+
+
+def strays(client: docker.DockerClient, fleet: str, worker_id: str) -> dict[str, Path]:
+    """{sandbox id: socket folder} of this fleet's containers on this Docker host that other workers labelled
+    (a worker lost for good leaves them; the admin says which to remove)."""
+    found = {}
+    for c in client.api.containers(all=True, filters={"label": f"{LABEL_FLEET}={fleet}"}):
+        if c["Labels"].get(LABEL_WORKER) != worker_id:
+            mounts = [m["Source"] for m in c.get("Mounts", []) if m.get("Destination") == "/run/rock"]
+            found[c["Labels"][LABEL_SANDBOX]] = Path(mounts[0]) if mounts else Path("/nonexistent")
+    return found
 
 
 def labelled(client: docker.DockerClient, worker_id: str) -> list[tuple[str, str, str]]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +38,7 @@ from rock.worker import containers
 from rock.worker.config import WorkerConfig
 from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
 from rock.worker.identity import claim_id
+from rock.worker.packages import PackageBridges
 
 log = logging.getLogger("rock.worker")
 LISTING_WAIT = 1.0
@@ -54,13 +56,14 @@ class WorkerService:
         # admin's heartbeat timeout (which would mark this worker and its sandboxes lost).
         self._heartbeat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rock-heartbeat")
         self._clients: dict[str, RockletClient] = {}
+        self._packages = PackageBridges(config.pypi_cache, config.apt_cache)
         self._specs: dict[str, SandboxSpec] = {}
         self._starting: set[str] = set()
         self._oom: set[str] = set()
         self._oom_counters: dict[str, tuple[Path, str]] = {}
         self._removing: set[str] = set()
         self._listing: asyncio.Future[tuple[datetime, list[WorkerSandbox]]] | None = None
-        self._background: set[asyncio.Task[bool]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         self._docker: docker.DockerClient | None = None
         self._events: Any = None
         self._heartbeats: asyncio.Task[None] | None = None
@@ -154,6 +157,11 @@ class WorkerService:
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
             raise BadRequest(f"sandbox {sandbox_id} already exists on worker {self.config.id}")
+        if spec.network == "packages" and not self._packages.available:
+            raise BadRequest(
+                f"worker {self.config.id} has no package cache for network='packages'; start the fleet with "
+                "`rock admin serve --package-cache DIR`, or ask for network='none'"
+            )
         self._starting.add(sandbox_id)
         host_dir = self.config.run_dir / sandbox_id
         try:
@@ -165,13 +173,14 @@ class WorkerService:
                     self.docker,
                     sandbox_id=sandbox_id,
                     worker_id=self.config.id,
+                    fleet=self.fleet,
                     owner=owner,
                     image=image,
                     spec=spec,
                     runtime_dir=self.runtime_dir,
                     host_dir=host_dir,
                     command=rocklet_container_command(),
-                    env=rocklet_container_env(),
+                    env=rocklet_container_env() | self._package_env(spec),
                 )
             except docker.errors.APIError as exc:
                 await self._remove(sandbox_id)
@@ -187,6 +196,8 @@ class WorkerService:
             client = RockletClient(host_dir / "rocklet.sock")
             try:
                 await self._start_rocklet(client, sandbox_id, spec)
+                if spec.network == "packages":
+                    await self._connect_packages(client, sandbox_id, host_dir, spec)
             except Exception:
                 await client.aclose()
                 await self._remove(sandbox_id)
@@ -260,6 +271,26 @@ class WorkerService:
         if not await self._remove(sandbox_id) and not had_client:
             raise SandboxNotFound(f"worker {self.config.id} has no sandbox {sandbox_id}")
 
+    def _package_env(self, spec: SandboxSpec) -> dict[str, str]:
+        from rock.worker.packages import sandbox_env
+
+        return sandbox_env() if spec.network == "packages" else {}
+
+    async def _connect_packages(
+        self, client: RockletClient, sandbox_id: str, host_dir: Path, spec: SandboxSpec
+    ) -> None:
+        """The `packages` policy: the cache's sockets in the socket folder, the rocklet's forwarders to them,
+        and (for a root sandbox, the only one apt works in) apt's proxy setting."""
+        from rock.worker.packages import APT_CONF, APT_CONF_PATH
+
+        await self._packages.attach(sandbox_id, host_dir)
+        for port, target in self._packages.forwards():
+            await client.start_forwarder(port, target_socket=target)
+        if spec.is_root and self.config.apt_cache:
+            # Images without apt have no apt.conf.d: the setting is written only where apt is.
+            command = f"[ -d /etc/apt/apt.conf.d ] && printf '%s' '{APT_CONF}' > {APT_CONF_PATH} || true"
+            await client.exec(["sh", "-c", command], timeout=30)
+
     async def _remove(self, sandbox_id: str) -> bool:
         client = self._clients.pop(sandbox_id, None)
         self._specs.pop(sandbox_id, None)
@@ -267,6 +298,7 @@ class WorkerService:
         self._oom_counters.pop(sandbox_id, None)
         self._removing.add(sandbox_id)
         try:
+            await self._packages.detach(sandbox_id)
             if client is not None:
                 await client.aclose()
             return await self._blocking(
@@ -332,6 +364,20 @@ class WorkerService:
         """Sandboxes this worker holds a rocklet connection to."""
         return len(self._clients)
 
+    @property
+    def fleet(self) -> str:
+        """The fleet label of this worker's containers: a fingerprint of the worker credential."""
+        return hashlib.sha256(self.token.encode()).hexdigest()[:16]
+
+    async def _list_strays(self) -> dict[str, Path]:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._heartbeat_pool, containers.strays, self.docker, self.fleet, self.config.id
+        )
+
+    async def _remove_stray(self, sandbox_id: str, host_dir: Path) -> None:
+        log.info("removing sandbox %s: a lost worker's container the admin no longer wants", sandbox_id)
+        await self._blocking(containers.remove_container, self.docker, sandbox_id, host_dir)
+
     async def list_sandboxes(self) -> tuple[datetime, list[WorkerSandbox]]:
         """(when listed, this worker's containers with their status), leaving out ones being removed."""
         listed_at = datetime.now(UTC)
@@ -352,11 +398,12 @@ class WorkerService:
         if self._listing is None:
             self._listing = asyncio.ensure_future(self.list_sandboxes())
         done, _ = await asyncio.wait({self._listing}, timeout=LISTING_WAIT)
-        listed_at, sandboxes = datetime.now(UTC), None
+        listed_at, sandboxes, strays = datetime.now(UTC), None, {}
         if done:
             listing, self._listing = self._listing, None
             try:
                 listed_at, sandboxes = listing.result()
+                strays = await self._list_strays()
             except Exception as exc:
                 log.warning("listing this worker's containers failed: %r", exc)
         beat = Heartbeat(
@@ -365,6 +412,7 @@ class WorkerService:
             url=self.url,
             capacity=self.capacity(),
             sandboxes=sandboxes,
+            strays=sorted(strays),
         )
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
         response = await self._http.post(
@@ -374,12 +422,17 @@ class WorkerService:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")
         reply = HeartbeatReply.model_validate_json(response.content)
         for sandbox_id in reply.remove:
-            if sandbox_id not in self._starting and sandbox_id not in self._removing:
+            if sandbox_id in strays:
+                self._in_background(self._remove_stray(sandbox_id, strays[sandbox_id]))
+            elif sandbox_id not in self._starting and sandbox_id not in self._removing:
                 log.info("removing sandbox %s: the admin no longer wants it", sandbox_id)
-                task = asyncio.get_running_loop().create_task(self._remove(sandbox_id))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+                self._in_background(self._remove(sandbox_id))
         return reply
+
+    def _in_background(self, coro: Coroutine[Any, Any, object]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _heartbeat_loop(self) -> None:
         failures = 0
