@@ -25,6 +25,7 @@ class SandboxOptions(TypedDict, total=False):
 
     cpus: float
     memory: str
+    disk: str
     pids: int
     ttl: float
     idle_timeout: float

@@ -66,6 +66,11 @@ class FailureReason(StrEnum):
     WORKER_LOST = "worker_lost"
     EXITED = "exited"
     """The container stopped on its own (its main process exited)."""
+    DISK_QUOTA = "disk_quota"
+    """The sandbox wrote more than its `disk` limit; the worker stopped it."""
+    SOCKET_TAMPERED = "socket_tampered"
+    """The sandbox removed or replaced its rocklet's socket (with a symlink, say): the worker no longer talks
+    to it."""
 
 
 class SandboxSpec(BaseModel):
@@ -79,6 +84,10 @@ class SandboxSpec(BaseModel):
     """A folder with a Dockerfile on the worker's host: built through the alias table, then used as image."""
     cpus: float = Field(1.0, gt=0)
     memory: str = "512m"
+    disk: str = "10g"
+    """What the sandbox may write to its own filesystem. A hard limit where the worker's Docker supports
+    overlay2 `size=` (xfs with pquota); elsewhere the worker measures and stops a sandbox over it within
+    seconds (reason `disk_quota`). The socket folder shared with the host is a small tmpfs of its own."""
     pids: int = Field(256, ge=16)
     ttl: float = Field(3600.0, gt=0)
     """Seconds after start when the admin stops the sandbox."""
@@ -116,9 +125,9 @@ class SandboxSpec(BaseModel):
     start_timeout: float = Field(60.0, gt=0)
     """Seconds the rocklet may take to answer after the container starts."""
 
-    @field_validator("memory")
+    @field_validator("memory", "disk")
     @classmethod
-    def _memory_is_a_size(cls, value: str) -> str:
+    def _is_a_size(cls, value: str) -> str:
         parse_memory(value)
         return value
 
@@ -137,6 +146,10 @@ class SandboxSpec(BaseModel):
     @property
     def memory_bytes(self) -> int:
         return parse_memory(self.memory)
+
+    @property
+    def disk_bytes(self) -> int:
+        return parse_memory(self.disk)
 
     @property
     def is_root(self) -> bool:
@@ -216,7 +229,7 @@ class WorkerSandbox(BaseModel):
     """One container as its worker sees it."""
 
     id: str
-    status: Literal["running", "exited", "oom_killed"]
+    status: Literal["running", "exited", "oom_killed", "disk_quota", "socket_tampered"]
     detail: str | None = None
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
+from rock.sdk.errors import SandboxFailed
 from rock.sdk.sandbox import Sandbox
+from rock.sdk.types import FailureReason, SandboxState
 from rock.testing import Fleet, short_tmp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -26,6 +33,14 @@ def fleet() -> Iterator[Fleet]:
         yield fleet
     finally:
         fleet.close()
+
+
+def _assert_removed(fleet: Fleet, sandbox_id: str) -> None:
+    """The admin removes a failed sandbox's container in the background: wait (bounded) for it to go."""
+    deadline = time.monotonic() + 30
+    while sandbox_id in fleet.containers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sandbox_id not in fleet.containers()
 
 
 def _process_count(sandbox: Sandbox) -> int:
@@ -59,3 +74,66 @@ def test_exec_kills_what_its_command_left_running(fleet: Fleet):
         assert started.output == "started\n"
         left = sandbox.exec(["sh", "-c", "ps -o args"], timeout=20).output
         assert f"sleep {tag}" not in left
+
+
+def test_the_socket_folder_is_nosuid_nodev_noexec_and_owner_only(fleet: Fleet):
+    """A setuid-root file placed in the folder from a root sandbox must give no host user root."""
+    with Sandbox("debian:bookworm", admin_url=fleet.url, user="root", **SMALL) as sandbox:
+        mounts = sandbox.exec(["sh", "-c", "grep ' /run/rock ' /proc/mounts"], timeout=20).output.split()
+        assert {"nosuid", "nodev", "noexec"} <= set(mounts[3].split(","))
+        planted = sandbox.exec(["sh", "-c", "cp /bin/bash /run/rock/sh && chmod 4755 /run/rock/sh"], timeout=20)
+        assert planted.exit_code == 0
+        host_dir = Path(sandbox.refresh().host_dir or "")
+        flags = os.statvfs(host_dir).f_flag
+        assert flags & os.ST_NOSUID and flags & os.ST_NODEV and flags & os.ST_NOEXEC
+        assert stat.S_IMODE(host_dir.stat().st_mode) == 0o700
+        assert stat.S_IMODE((host_dir / "rocklet.sock").stat().st_mode) == 0o600
+
+
+def test_the_rocklet_refuses_a_request_without_its_token(fleet: Fleet):
+    """Any host user who reaches the socket could run commands in the sandbox without an admin key."""
+    with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
+        socket_path = Path(sandbox.refresh().host_dir or "") / "rocklet.sock"
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)), timeout=10) as client:
+            refused = client.post("http://rocklet/exec", json={"cmd": "id", "timeout": 5})
+            assert refused.status_code == 401 and "token" in refused.text
+            forged = client.post(
+                "http://rocklet/exec", json={"cmd": "id", "timeout": 5}, headers={"Authorization": "Bearer x"}
+            )
+            assert forged.status_code == 401
+        assert sandbox.run("echo still mine").output == "still mine\n"
+
+
+def test_a_sandbox_that_swaps_its_socket_for_a_symlink_is_failed_not_followed(fleet: Fleet):
+    """Replacing rocklet.sock with a symlink to the Docker socket redirected the worker to dockerd."""
+    sandbox = Sandbox("busybox", admin_url=fleet.url, **SMALL)
+    try:
+        swap = "rm /run/rock/rocklet.sock && ln -s /var/run/docker.sock /run/rock/rocklet.sock"
+        assert sandbox.exec(["sh", "-c", swap], timeout=20).exit_code == 0
+        deadline = time.monotonic() + 30
+        while sandbox.refresh().state is SandboxState.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sandbox.info.state is SandboxState.FAILED
+        assert sandbox.info.failure_reason == FailureReason.SOCKET_TAMPERED
+        with pytest.raises(SandboxFailed):
+            sandbox.run("echo hi", timeout=10)
+    finally:
+        sandbox.close()
+    _assert_removed(fleet, sandbox.id)
+
+
+def test_a_sandbox_over_its_disk_limit_is_stopped(fleet: Fleet):
+    """`dd` wrote 21 GB inside a default sandbox; writes to the socket folder landed on the host."""
+    sandbox = Sandbox("python:3.11", admin_url=fleet.url, disk="200m", **SMALL)
+    try:
+        into_host = sandbox.exec(["sh", "-c", "dd if=/dev/zero of=/run/rock/fill bs=1M count=200"], timeout=60)
+        assert into_host.exit_code != 0 and "No space left" in into_host.output
+        sandbox.exec(["rm", "/run/rock/fill"], timeout=20)
+        with pytest.raises(SandboxFailed) as caught:
+            sandbox.exec(["sh", "-c", "dd if=/dev/zero of=/var/tmp/fill bs=1M count=2000; sleep 60"], timeout=120)
+        assert caught.value.reason == FailureReason.DISK_QUOTA
+        info = sandbox.refresh()
+        assert (info.state, info.failure_reason) == (SandboxState.FAILED, FailureReason.DISK_QUOTA)
+    finally:
+        sandbox.close()
+    _assert_removed(fleet, sandbox.id)
