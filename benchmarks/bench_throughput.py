@@ -18,8 +18,8 @@ from pathlib import Path
 
 from rome.bench.cli import DEFAULT_TASKS
 from rome.bench.runner import build_all, run_trials, sandbox_provider
-from rome.bench.tasks import load_tasks
 from rome.bench.validate import validate_tasks
+from rome.terminal_tasks.task import load_tasks
 
 
 def measure(tasks, provider, concurrency: int, out: Path) -> dict:  # type: ignore[no-untyped-def]

@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
+from rock.fleet import LocalFleet, short_tmp
 from rock.images import resolve_image
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
-from rock.testing import Fleet, short_tmp
 
 LIMITS = {"cpus": 0.25, "memory": "256m"}
 
@@ -120,7 +120,7 @@ def main() -> None:
     image = resolve_image(args.image)
     label = uuid.uuid4().hex[:8]
     client = docker.from_env(max_pool_size=64)
-    fleet = Fleet(short_tmp("rock-bench-"), f"bench-{label}")
+    fleet = LocalFleet(short_tmp("rock-bench-"), f"bench-{label}")
     fleet.admin.args += ["--worker-slots", str(max(64, args.concurrent))]
     fleet.admin.start()
     results: dict[str, object] = {"image": image}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -29,3 +30,61 @@ def test_proxy_sdk_and_training_types_load_without_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every module an `import` or `from ... import` in a module of `package` names (relative ones resolved),
+    wherever it stands (functions included)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def forbidden_imports(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        package_of_file = ".".join(path.relative_to(ROOT).parts[:-1])
+        for name in sorted(imported_modules(path.read_text(), package_of_file)):
+            if name.split(".")[0] in forbidden:
+                found.append(f"{path.relative_to(ROOT)}: {name}")
+    return found
+
+
+def test_imported_modules_sees_every_import_form() -> None:
+    source = "\n".join(
+        ["import roll.types", "from rome import bench", "from . import hub", "from .. import sdk", "def f():"]
+    )
+    source += "\n    import iflow\n"
+    assert imported_modules(source, "rock.envs") == {
+        "roll.types",
+        "rome",
+        "rome.bench",
+        "rock.envs",
+        "rock.envs.hub",
+        "rock",
+        "rock.sdk",
+        "iflow",
+    }
+
+
+def test_rock_imports_neither_roll_nor_rome() -> None:
+    assert forbidden_imports("rock", ("roll", "rome")) == []
+
+
+def test_the_task_library_imports_only_rock() -> None:
+    assert forbidden_imports("rome/terminal_tasks", ("roll", "iflow")) == []
+    bench_internals = [
+        line
+        for line in forbidden_imports("rome/terminal_tasks", ("rome",))
+        if "rome.terminal_tasks" not in line
+    ]
+    assert bench_internals == []

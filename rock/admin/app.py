@@ -6,53 +6,36 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import AfterValidator
 
 from rock.admin.config import KeyPolicy
 from rock.admin.service import Admin
 from rock.envs.hub import EnvHub
 from rock.envs.routes import env_router, install_env_errors
-from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
+from rock.request_limits import client_watch
+from rock.sdk import checks
 from rock.sdk.types import (
     CreateSandboxRequest,
-    ErrorBody,
     ExecRequest,
     ForwardRequest,
-    Heartbeat,
-    HeartbeatReply,
     RunRequest,
     SandboxInfo,
     SessionRequest,
     WorkerCapacity,
     WorkerInfo,
 )
+from rock.serving import install_error_handlers
+from rock.worker.contract import HEARTBEAT_PATH, Heartbeat, HeartbeatReply
 
 _SLACK = 30.0
 """Seconds a forwarded call may take beyond its command's own timeout."""
 
 
-def error_response(exc: RockError) -> Response:
-    body = ErrorBody(type=type(exc).__name__, message=exc.message, reason=getattr(exc, "reason", None))
-    headers = (
-        {"Retry-After": str(max(1, round(exc.retry_after)))} if isinstance(exc, CapacityExceeded) else None
-    )
-    return Response(
-        body.model_dump_json(), status_code=exc.status, media_type="application/json", headers=headers
-    )
-
-
-def validation_error(exc: RequestValidationError) -> Response:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']}" for e in exc.errors()
-    )
-    return error_response(BadRequest(f"invalid request: {problems}"))
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(RockError, lambda _r, exc: error_response(exc))  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, lambda _r, exc: validation_error(exc))  # type: ignore[arg-type]
+SandboxPath = Annotated[str, Query(min_length=1, max_length=checks.MAX_PATH), AfterValidator(checks.no_nul)]
+SessionName = Annotated[str, Path(min_length=1, max_length=128), AfterValidator(checks.no_nul)]
+FileMode = Annotated[int | None, Query(ge=0, le=0o7777)]
 
 
 def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> KeyPolicy:
@@ -100,8 +83,9 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
         return Response(generate_latest(admin.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/sandboxes", status_code=201)
-    async def create(request: CreateSandboxRequest, who: Caller) -> SandboxInfo:
-        return await admin.create(request, who)
+    async def create(body: CreateSandboxRequest, who: Caller, request: Request) -> SandboxInfo:
+        async with client_watch(request) as gone:
+            return await admin.create(body, who, gone)
 
     @app.get("/v1/sandboxes")
     async def list_sandboxes(who: Caller, all: bool = False) -> list[SandboxInfo]:
@@ -136,24 +120,26 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
         return _passthrough(await admin.forward(sandbox_id, who, "POST", "sessions", json=body.model_dump()))
 
     @app.delete("/v1/sandboxes/{sandbox_id}/sessions/{name}")
-    async def close_session(sandbox_id: str, name: str, who: Caller) -> Response:
+    async def close_session(sandbox_id: str, name: SessionName, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "DELETE", f"sessions/{name}"))
 
     @app.get("/v1/sandboxes/{sandbox_id}/files")
-    async def read_file(sandbox_id: str, path: str, who: Caller) -> Response:
+    async def read_file(sandbox_id: str, path: SandboxPath, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "GET", "files", params={"path": path}))
 
     @app.put("/v1/sandboxes/{sandbox_id}/files")
     async def write_file(
-        sandbox_id: str, path: str, request: Request, who: Caller, mode: Annotated[int | None, Query()] = None
+        sandbox_id: str, path: SandboxPath, request: Request, who: Caller, mode: FileMode = None
     ) -> Response:
         params: dict[str, object] = {"path": path} if mode is None else {"path": path, "mode": mode}
         return _passthrough(
-            await admin.forward(sandbox_id, who, "PUT", "files", params=params, content=await request.body())
+            await admin.forward(
+                sandbox_id, who, "PUT", "files", params=params, content=request.stream(), timeout=600.0
+            )
         )
 
     @app.post("/v1/sandboxes/{sandbox_id}/upload")
-    async def upload(sandbox_id: str, dest: str, request: Request, who: Caller) -> Response:
+    async def upload(sandbox_id: str, dest: SandboxPath, request: Request, who: Caller) -> Response:
         return _passthrough(
             await admin.forward(
                 sandbox_id,
@@ -161,13 +147,13 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
                 "POST",
                 "upload",
                 params={"dest": dest},
-                content=await request.body(),
+                content=request.stream(),
                 timeout=600.0,
             )
         )
 
     @app.get("/v1/sandboxes/{sandbox_id}/download")
-    async def download(sandbox_id: str, path: str, who: Caller) -> Response:
+    async def download(sandbox_id: str, path: SandboxPath, who: Caller) -> Response:
         return _passthrough(
             await admin.forward(sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0)
         )
@@ -176,7 +162,7 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     async def forward(sandbox_id: str, body: ForwardRequest, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "POST", "forward", json=body.model_dump()))
 
-    @app.post("/v1/workers/heartbeat", dependencies=[Depends(worker_caller)])
+    @app.post(HEARTBEAT_PATH, dependencies=[Depends(worker_caller)])
     async def heartbeat(beat: Heartbeat) -> HeartbeatReply:
         return admin.heartbeat(beat)
 

@@ -6,7 +6,6 @@ tenant cannot heartbeat as a worker (and receive other tenants' commands) on any
 
 from __future__ import annotations
 
-import hmac
 import os
 import secrets
 from pathlib import Path
@@ -15,8 +14,7 @@ from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.scheduler import Demand
 from rock.sdk.errors import Forbidden, QuotaExceeded, Unauthorized
 from rock.sdk.types import parse_memory
-
-LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+from rock.serving import LOCAL_HOSTS, bearer_token, same_secret
 
 LOCAL = KeyPolicy.model_construct(name="local", key="", max_sandboxes=None, max_cpus=None, max_memory=None)
 """The caller when no keys are configured (only allowed on 127.0.0.1): sees and may touch every sandbox."""
@@ -39,15 +37,6 @@ def read_or_make_token(path: Path) -> str:
         token = secrets.token_urlsafe(32)
         out.write(token + "\n")
     return token
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    scheme, _, token = (authorization or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
-def same_secret(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode(), b.encode())
 
 
 class Authenticator:

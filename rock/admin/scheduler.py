@@ -10,8 +10,14 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
-from rock.sdk.errors import BadRequest, CapacityExceeded
+from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
 from rock.sdk.types import WorkerCapacity
+
+
+class ClientGone(RockError):
+    """The client of a create disconnected: nobody is left to answer (nginx's 499)."""
+
+    status = 499
 
 
 @dataclass(frozen=True)
@@ -113,11 +119,13 @@ class Scheduler:
         held += [w.demand for w in self._waiters if w.owner == owner]
         return len(held), sum(d.cpus for d in held), sum(d.memory for d in held)
 
-    async def reserve(self, sandbox_id: str, demand: Demand, owner: str, timeout: float) -> str:
+    async def reserve(
+        self, sandbox_id: str, demand: Demand, owner: str, timeout: float, gone: asyncio.Event | None = None
+    ) -> str:
         """Reserve room for a sandbox and return its worker's id, waiting in the queue up to `timeout`.
 
         Raises BadRequest when no known worker could ever hold it, CapacityExceeded when the queue is full
-        or the timeout passes first.
+        or the timeout passes first, ClientGone when `gone` is set while it waits (its client went away).
         """
         if self.workers and all(
             room_after(w.capacity, Demand(0.0, 0, 0), demand) is None for w in self.workers.values()
@@ -141,23 +149,28 @@ class Scheduler:
             )
         waiter = _Waiter(sandbox_id, demand, owner, asyncio.get_running_loop().create_future())
         self._waiters.append(waiter)
+        left = asyncio.ensure_future((gone or asyncio.Event()).wait())
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
-        except TimeoutError:
-            if waiter.future.done():  # placed in the same instant the timeout fired
-                return waiter.future.result()
-            raise CapacityExceeded(
-                f"no worker had room for {demand.cpus} CPUs and {demand.memory} bytes within {timeout:g} s; "
-                "retry later, ask for less, or add a worker",
-                retry_after=self.retry_after,
-            ) from None
+            await asyncio.wait({waiter.future, left}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             if waiter.future.done():  # the caller went away after room was found: give it back
                 self.release(sandbox_id)
             raise
         finally:
+            left.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+        if gone is not None and gone.is_set():
+            if waiter.future.done():
+                self.release(sandbox_id)
+            raise ClientGone(f"the client of create {sandbox_id} disconnected while it waited for room")
+        if waiter.future.done():  # placed, possibly in the same instant the timeout fired
+            return waiter.future.result()
+        raise CapacityExceeded(
+            f"no worker had room for {demand.cpus} CPUs and {demand.memory} bytes within {timeout:g} s; "
+            "retry later, ask for less, or add a worker",
+            retry_after=self.retry_after,
+        )
 
     def _dispatch(self) -> None:
         """Give freed room to waiters in arrival order (first fit)."""

@@ -18,7 +18,7 @@ import httpx
 from rock.admin.auth import LOCAL, Authenticator, check_quota, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
-from rock.admin.scheduler import Demand, Scheduler, Worker
+from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
 from rock.admin.states import LIVE, advance, path_to
 from rock.admin.store import SandboxStore
 from rock.sdk.errors import (
@@ -32,12 +32,11 @@ from rock.sdk.errors import (
 from rock.sdk.types import (
     CreateSandboxRequest,
     FailureReason,
-    Heartbeat,
-    HeartbeatReply,
     SandboxInfo,
     SandboxSpec,
     SandboxState,
 )
+from rock.worker.contract import CreatedOnWorker, CreateOnWorker, Heartbeat, HeartbeatReply, sandbox_path
 
 log = logging.getLogger("rock.admin")
 _CLOCK_SKEW = timedelta(seconds=5)
@@ -136,7 +135,7 @@ class Admin:
     async def _remove_container(self, worker_id: str, sandbox_id: str) -> None:
         """Free a failed sandbox's container now rather than at the worker's next heartbeat."""
         with contextlib.suppress(RockError):
-            await self._call_worker(worker_id, "DELETE", f"/v1/sandboxes/{sandbox_id}")
+            await self._send(worker_id, "DELETE", sandbox_path(sandbox_id), timeout=30.0)
 
     def get(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
         info = self._live.get(sandbox_id)
@@ -152,7 +151,11 @@ class Admin:
         return [info for info, _ in self.store.list(states) if _may_see(caller, info)]
 
     # create / delete --------------------------------------------------------------------------------
-    async def create(self, request: CreateSandboxRequest, caller: KeyPolicy) -> SandboxInfo:
+    async def create(
+        self, request: CreateSandboxRequest, caller: KeyPolicy, gone: asyncio.Event | None = None
+    ) -> SandboxInfo:
+        """Admit, place and start a sandbox. `gone` is set when the caller disconnects: a create still
+        waiting for room leaves the queue, and one already starting is removed once started."""
         spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout"}))
         self.config.limits.check(spec)
         demand = _demand(spec)
@@ -160,7 +163,12 @@ class Admin:
         sandbox_id = secrets.token_hex(6)
         began = time.monotonic()
         try:
-            worker_id = await self.scheduler.reserve(sandbox_id, demand, caller.name, request.queue_timeout)
+            worker_id = await self.scheduler.reserve(
+                sandbox_id, demand, caller.name, request.queue_timeout, gone
+            )
+        except ClientGone:
+            self.metrics.creates.labels("abandoned").inc()
+            raise
         except RockError:
             self.metrics.creates.labels("refused").inc()
             raise
@@ -171,13 +179,15 @@ class Admin:
         self._activity[sandbox_id] = time.time()
         self._save(info)
         try:
-            reply = await self._call_worker(
+            response = await self._send(
                 worker_id,
                 "POST",
-                "/v1/sandboxes",
-                json={"id": sandbox_id, "spec": spec.model_dump(), "owner": caller.name},
+                sandbox_path(),
+                content=CreateOnWorker(id=sandbox_id, spec=spec, owner=caller.name).model_dump_json(),
+                headers={"Content-Type": "application/json"},
                 timeout=None if spec.build_context else spec.start_timeout + 30.0,
             )
+            created = CreatedOnWorker.model_validate_json(response.content)
         except SandboxFailed as exc:
             self._fail(info, _reason(exc.reason), exc.message)
             self.metrics.creates.labels("failed").inc()
@@ -198,7 +208,7 @@ class Admin:
         info = advance(
             current.model_copy(
                 update={
-                    "host_dir": reply.get("host_dir"),
+                    "host_dir": created.host_dir,
                     "expires_at": started + timedelta(seconds=spec.ttl),
                 }
             ),
@@ -206,6 +216,10 @@ class Admin:
             now=started,
         )
         self._save(info)
+        if gone is not None and gone.is_set():
+            self.metrics.creates.labels("abandoned").inc()
+            await self.delete(sandbox_id, LOCAL)
+            raise ClientGone(f"the client of create {sandbox_id} disconnected while it started; removed it")
         self.metrics.creates.labels("running").inc()
         self.metrics.create_seconds.observe(time.monotonic() - began)
         return info
@@ -224,7 +238,7 @@ class Admin:
         try:
             if info.worker_id in self.scheduler.workers:
                 with contextlib.suppress(SandboxNotFound, WorkerUnavailable):
-                    await self._call_worker(info.worker_id, "DELETE", f"/v1/sandboxes/{info.id}")
+                    await self._send(info.worker_id, "DELETE", sandbox_path(info.id), timeout=30.0)
             current = self._live.get(info.id, info)
             if current.state not in LIVE:
                 return current
@@ -257,7 +271,7 @@ class Admin:
         self.metrics.requests.labels(op.split("/")[0]).inc()
         try:
             return await self._send(
-                info.worker_id, method, f"/v1/sandboxes/{sandbox_id}/{op}", timeout=timeout, **kwargs
+                info.worker_id, method, sandbox_path(sandbox_id, op), timeout=timeout, **kwargs
             )
         except SandboxFailed as exc:
             self._fail(info, _reason(exc.reason), exc.message)
@@ -275,19 +289,20 @@ class Admin:
     def _touch(self, sandbox_id: str) -> None:
         self._activity[sandbox_id] = self._dirty_activity[sandbox_id] = time.time()
 
-    async def _call_worker(
-        self, worker_id: str, method: str, path: str, *, timeout: float | None = 30.0, **kwargs: object
-    ) -> dict:
-        response = await self._send(worker_id, method, path, timeout=timeout, **kwargs)
-        return response.json() if response.content else {}
-
     async def _send(
-        self, worker_id: str, method: str, path: str, *, timeout: float | None, **kwargs: object
+        self,
+        worker_id: str,
+        method: str,
+        path: str,
+        *,
+        timeout: float | None,
+        headers: dict[str, str] | None = None,
+        **kwargs: object,
     ) -> httpx.Response:
         worker = self.scheduler.workers.get(worker_id)
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
-        headers = {"Authorization": f"Bearer {self.auth.worker_token}"}
+        headers = {**(headers or {}), "Authorization": f"Bearer {self.auth.worker_token}"}
         try:
             response = await self.http.request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs

@@ -1,8 +1,8 @@
 """GEM environments hosted on ROCK: each in its own sandbox, behind `make/reset/step/close/list` routes.
 
 `rock.envs.make(env_id, url=...)` is the client; `rock envs serve --admin URL` the service (or mount
-`rock.envs.routes.env_router(EnvHub(admin_url))` in another app). `terminal:<task dir>` makes a terminal task
-an environment.
+`rock.envs.routes.env_router(EnvHub(admin_url))` in another app). Terminal tasks are environments of the task
+library (`rome.terminal_tasks.env`), which drives their sandboxes through the SDK.
 """
 
 import importlib

@@ -79,7 +79,7 @@ class RemoteEnv:
 
 
 def make(env_id: str, *, url: str | None = None, timeout_s: float = 900.0, **kwargs: Any) -> RemoteEnv:
-    """Make `env_id` (a GEM id, or `terminal:<task dir>`) in a sandbox; `kwargs` go to its constructor."""
+    """Make `env_id` (a registered GEM id) in a sandbox; `kwargs` go to its constructor."""
     http = httpx.Client(base_url=envs_url(url), timeout=timeout_s, headers=auth_headers(None))
     try:
         made = MakeResponse.model_validate(

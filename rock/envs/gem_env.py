@@ -48,7 +48,7 @@ class GemSandboxEnv:
         if env_id not in registered_gem_ids():
             raise UnknownEnvId(
                 f"{env_id!r} is not a registered GEM environment; GET /envs lists them "
-                "(or use terminal:<task dir> for a terminal task)"
+                "(a terminal task is played where it is made, with rome.terminal_tasks.env.TerminalTaskEnv)"
             )
         self.env_id = env_id
         options = {"cpus": 1.0, "memory": "1g"} | sandbox

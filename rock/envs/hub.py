@@ -35,16 +35,9 @@ class EnvHub:
         self._lock = threading.Lock()
 
     def make(self, env_id: str, kwargs: dict[str, Any] | None = None) -> str:
-        from rock.envs.terminal_env import TERMINAL_PREFIX, TerminalTaskEnv
+        from rock.envs.gem_env import GemSandboxEnv
 
-        kwargs = kwargs or {}
-        env: HostedEnv
-        if env_id.startswith(TERMINAL_PREFIX):
-            env = TerminalTaskEnv(env_id, self.admin_url, **kwargs)
-        else:
-            from rock.envs.gem_env import GemSandboxEnv
-
-            env = GemSandboxEnv(env_id, kwargs, self.admin_url)
+        env: HostedEnv = GemSandboxEnv(env_id, kwargs or {}, self.admin_url)
         handle = f"env-{uuid.uuid4().hex[:12]}"
         with self._lock:
             self._envs[handle] = _Entry(env_id, env)

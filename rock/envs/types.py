@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class MakeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    env_id: str = Field(description="A registered GEM id (`game:Sudoku-v0-easy`) or `terminal:<task dir>`")
+    env_id: str = Field(description="A registered GEM id (`game:Sudoku-v0-easy`)")
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Passed to the environment's constructor"
     )
@@ -53,4 +53,4 @@ class OpenEnv(BaseModel):
 
 class EnvList(BaseModel):
     open: list[OpenEnv]
-    registered: list[str] = Field(description="GEM ids this host knows; `terminal:<task dir>` works too")
+    registered: list[str] = Field(description="GEM ids this host knows")

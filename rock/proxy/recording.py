@@ -41,8 +41,8 @@ class DeployMode:
         self.recorder = recorder
 
     def _request(self, body: dict[str, Any]) -> dict[str, Any]:
-        model = self.upstream.config.model
-        return body | {"model": model} if model else dict(body)
+        config = self.upstream.config
+        return body | config.request_extra | ({"model": config.model} if config.model else {})
 
     async def complete(self, body: dict[str, Any], episode_id: str | None) -> dict[str, Any]:
         started = time.perf_counter()

@@ -52,7 +52,7 @@ class StreamAssembler:
         if "error" in event:
             self.response["error"] = event["error"]
             return
-        for key in ("id", "created", "model"):
+        for key in ("id", "created", "model", "prompt_token_ids"):
             if key in event:
                 self.response[key] = event[key]
         if event.get("usage"):
@@ -78,6 +78,12 @@ class StreamAssembler:
             function = call.get("function") or {}
             calls[k]["function"]["name"] += function.get("name") or ""
             calls[k]["function"]["arguments"] += function.get("arguments") or ""
+        # ROLL's `return_token_ids` extension: each chunk's token ids and logprobs, and the weight version.
+        for key in ("token_ids", "token_logprobs"):
+            if key in part:
+                choice.setdefault(key, []).extend(part[key])
+        if "weight_version" in part:
+            choice["weight_version"] = part["weight_version"]
         if part.get("finish_reason"):
             choice["finish_reason"] = part["finish_reason"]
 

@@ -29,6 +29,11 @@ class ProxyConfig(BaseModel):
         "or asks the engine's /v1/models (train)",
     )
     record_path: Path | None = Field(None, description="JSONL file each deploy call is appended to")
+    request_extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Deploy mode: fields added to every upstream request, e.g. {'return_token_ids': true} "
+        "when the upstream is a ROLL engine server, so the recording carries token ids",
+    )
     replay_path: Path | None = Field(None, description="JSONL recording answered from, in order (replay)")
     max_tokens: int | None = Field(
         None,

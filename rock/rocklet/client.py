@@ -10,6 +10,7 @@ import asyncio
 import os
 import stat
 import time
+from collections.abc import AsyncIterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,19 +21,22 @@ import httpx
 from rock.rocklet.errors import ERROR_TYPES, RockletError, RockletUnavailable, SocketTampered
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
 from rock.rocklet.types import (
-    CreateSessionRequest,
-    ErrorBody,
-    ExecRequest,
     ForwarderInfo,
     ForwarderRequest,
-    Health,
     Observation,
-    RunRequest,
+    RockletErrorBody,
+    RockletExecRequest,
+    RockletHealth,
+    RockletRunRequest,
+    RockletSessionRequest,
 )
 
 DEFAULT_TIMEOUT = 60.0
 # Time the HTTP request may take beyond the command's own timeout (killing, reporting, a busy host).
 REQUEST_MARGIN = 30.0
+TRANSFER_TIMEOUT = 600.0
+"""Seconds a file write or an upload may take (the admin allows the same)."""
+Content = bytes | AsyncIterable[bytes]
 
 
 def open_socket(path: str) -> int:
@@ -116,7 +120,7 @@ class RockletClient:
             raise _error_from(response)
         return response
 
-    async def wait_ready(self, timeout: float = 30.0) -> Health:
+    async def wait_ready(self, timeout: float = 30.0) -> RockletHealth:
         """Poll /health until the rocklet answers; RockletUnavailable after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         delay = 0.005
@@ -131,14 +135,14 @@ class RockletClient:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
 
-    async def health(self, timeout: float = 10.0) -> Health:
+    async def health(self, timeout: float = 10.0) -> RockletHealth:
         response = await self._request("GET", "/health", timeout=timeout)
-        return Health.model_validate_json(response.content)
+        return RockletHealth.model_validate_json(response.content)
 
     async def create_session(
         self, name: str, env: dict[str, str] | None = None, cwd: str | None = None
     ) -> None:
-        body = CreateSessionRequest(name=name, env=env, cwd=cwd)
+        body = RockletSessionRequest(name=name, env=env, cwd=cwd)
         await self._request("POST", "/sessions", json=body.model_dump())
 
     async def run(
@@ -149,7 +153,7 @@ class RockletClient:
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> Observation:
         """Run `cmd` in the named persistent session (opened on first use)."""
-        body = RunRequest(cmd=cmd, timeout=timeout, max_output=max_output)
+        body = RockletRunRequest(cmd=cmd, timeout=timeout, max_output=max_output)
         response = await self._request(
             "POST",
             f"/sessions/{quote(session, safe='')}/run",
@@ -170,7 +174,7 @@ class RockletClient:
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> Observation:
         """Run `cmd` as a fresh process (a string goes through the shell; a list runs as argv)."""
-        body = ExecRequest(cmd=cmd, timeout=timeout, cwd=cwd, env=env, max_output=max_output)
+        body = RockletExecRequest(cmd=cmd, timeout=timeout, cwd=cwd, env=env, max_output=max_output)
         response = await self._request(
             "POST", "/exec", json=body.model_dump(), timeout=timeout + REQUEST_MARGIN
         )
@@ -179,13 +183,15 @@ class RockletClient:
     async def read_file(self, path: str) -> bytes:
         return (await self._request("GET", "/files", params={"path": path})).content
 
-    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+    async def write_file(self, path: str, data: Content, mode: int | None = None) -> None:
+        """Write `data` (bytes, or pieces of them streamed through) to `path` inside the sandbox."""
         params = {"path": path} | ({"mode": format(mode, "o")} if mode is not None else {})
-        await self._request("PUT", "/files", params=params, content=data)
+        await self._request("PUT", "/files", params=params, content=data, timeout=TRANSFER_TIMEOUT)
 
-    async def upload(self, tar_bytes: bytes, dest: str) -> None:
-        """Unpack a tar archive under `dest` inside the sandbox."""
-        await self._request("PUT", "/archive", params={"dest": dest}, content=tar_bytes)
+    async def upload(self, tar: Content, dest: str) -> None:
+        """Unpack a tar archive (bytes, or pieces of them streamed through) under `dest` inside the
+        sandbox."""
+        await self._request("PUT", "/archive", params={"dest": dest}, content=tar, timeout=TRANSFER_TIMEOUT)
 
     async def download(self, path: str) -> bytes:
         """A tar archive of `path` (file or folder) inside the sandbox, named by its last component."""
@@ -200,7 +206,7 @@ class RockletClient:
 
 def _error_from(response: httpx.Response) -> RockletError:
     try:
-        info = ErrorBody.model_validate_json(response.content).error
+        info = RockletErrorBody.model_validate_json(response.content).error
     except ValueError:
         return RockletError(f"rocklet answered HTTP {response.status_code}: {response.text[:500]}")
     return ERROR_TYPES.get(info.type, RockletError)(info.message)

@@ -1,11 +1,11 @@
 """The rocklet's HTTP server on a unix socket (standard library only: it must start fast anywhere).
 
 Routes (JSON unless noted; errors are `{"error": {"type", "message"}}` with the status of the error class):
-  GET    /health                      -> Health
-  POST   /sessions                    CreateSessionRequest -> {"name"}
-  POST   /sessions/<name>/run         RunRequest -> Observation (opens the session on first use)
+  GET    /health                      -> RockletHealth
+  POST   /sessions                    RockletSessionRequest -> {"name"}
+  POST   /sessions/<name>/run         RockletRunRequest -> Observation (opens the session on first use)
   DELETE /sessions/<name>             -> {"name"}
-  POST   /exec                        ExecRequest -> Observation
+  POST   /exec                        RockletExecRequest -> Observation
   GET    /files?path=P                -> raw bytes
   PUT    /files?path=P[&mode=0o644]   raw bytes -> {"path"}
   PUT    /archive?dest=D              tar bytes -> {"dest"}
@@ -27,7 +27,7 @@ from rock.rocklet.forwarder import Forwarders
 from rock.rocklet.oneshot import run_once
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
 from rock.rocklet.shell import ShellSession, find_shell
-from rock.rocklet.wire import HttpServer, Response, split_target
+from rock.rocklet.wire import Body, HttpServer, Response, split_target
 
 # Importing typing adds ~4 ms to every sandbox's start; only type checkers need it.
 TYPE_CHECKING = False
@@ -155,9 +155,16 @@ def _env(body: dict[str, Any]) -> dict[str, str] | None:
     return env
 
 
-def _json_body(body: bytes) -> dict[str, Any]:
+MAX_JSON = 4 * 1024 * 1024
+"""Bytes of a JSON request (its commands and environment); files and archives stream instead."""
+
+
+def _json_body(body: Body) -> dict[str, Any]:
+    raw = body.read(MAX_JSON + 1)
+    if len(raw) > MAX_JSON:
+        raise BadRequest(f"the JSON request is over {MAX_JSON} bytes; send files with PUT /files instead")
     try:
-        parsed = json.loads(body or b"{}")
+        parsed = json.loads(raw or b"{}")
     except ValueError as exc:
         raise BadRequest(f"the request body is not JSON: {exc}") from None
     if not isinstance(parsed, dict):
@@ -169,19 +176,21 @@ def _json(payload: Any, status: int = 200) -> Response:
     return status, "application/json", json.dumps(payload).encode()
 
 
-def dispatch(app: Rocklet, method: str, target: str, body: bytes) -> Response:
+def dispatch(app: Rocklet, method: str, target: str, body: Body) -> Response:
     """Answer one request; every failure becomes a typed JSON error, so the rocklet always answers."""
     parts, query = split_target(target)
     try:
         return _route(app, method, parts, query, body)
     except RockletError as exc:
         return _json({"error": {"type": type(exc).__name__, "message": str(exc)}}, exc.status)
+    except ValueError as exc:  # what the caller sent cannot be used (a NUL byte in a path, a bad number)
+        return _json({"error": {"type": "BadRequest", "message": f"bad request: {exc}"}}, 400)
     except Exception as exc:
         message = f"rocklet internal error: {type(exc).__name__}: {exc}"
         return _json({"error": {"type": "RockletError", "message": message}}, 500)
 
 
-def _route(app: Rocklet, method: str, parts: list[str], query: dict[str, str], raw: bytes) -> Response:
+def _route(app: Rocklet, method: str, parts: list[str], query: dict[str, str], raw: Body) -> Response:
     match method, parts:
         case "GET", ["health"]:
             return _json(app.health())

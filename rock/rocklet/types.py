@@ -1,4 +1,6 @@
-"""Wire models of the rocklet's HTTP API, used by the client and by anyone re-exporting them (rock.sdk.types).
+"""The worker↔rocklet wire contract: the models of the rocklet's HTTP API, used by its client (the worker's
+side). Names start with `Rocklet` where the SDK has a model of the same purpose; `Observation` is one model,
+which the SDK re-exports.
 
 The server builds the same JSON with the standard library only (see rock.rocklet.server), so that it starts in
 a few tens of milliseconds; tests check that its answers validate against these models.
@@ -19,7 +21,7 @@ class Observation(BaseModel):
     timed_out: bool = Field(False, description="True when the timeout killed the command's processes")
 
 
-class CreateSessionRequest(BaseModel):
+class RockletSessionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
@@ -27,7 +29,7 @@ class CreateSessionRequest(BaseModel):
     cwd: str | None = None
 
 
-class RunRequest(BaseModel):
+class RockletRunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cmd: str
@@ -35,7 +37,7 @@ class RunRequest(BaseModel):
     max_output: int = Field(DEFAULT_MAX_OUTPUT, ge=0)
 
 
-class ExecRequest(BaseModel):
+class RockletExecRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cmd: str | list[str] = Field(description="a shell command line, or an argv list run without a shell")
@@ -59,7 +61,7 @@ class ForwarderInfo(BaseModel):
     target_socket: str
 
 
-class Health(BaseModel):
+class RockletHealth(BaseModel):
     status: str
     version: str
     pid: int
@@ -69,10 +71,10 @@ class Health(BaseModel):
     forwarders: dict[int, str]
 
 
-class ErrorInfo(BaseModel):
+class RockletErrorInfo(BaseModel):
     type: str
     message: str
 
 
-class ErrorBody(BaseModel):
-    error: ErrorInfo
+class RockletErrorBody(BaseModel):
+    error: RockletErrorInfo

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
 Response = tuple[int, str, bytes]
-Dispatch = Callable[[str, str, bytes], Response]
+Dispatch = Callable[[str, str, "Body"], Response]
 
 MAX_LINE = 65536
 REASONS = {
@@ -71,19 +71,41 @@ def _read_line(rfile: BinaryIO) -> bytes:
     return line
 
 
-def _read_body(rfile: BinaryIO, headers: dict[str, str]) -> bytes:
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        chunks = []
-        while True:
-            size = int(_read_line(rfile).split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while _read_line(rfile) not in (b"\r\n", b"\n", b""):
-                    pass
-                return b"".join(chunks)
-            chunks.append(rfile.read(size))
-            _read_line(rfile)
-    length = int(headers.get("content-length") or 0)
-    return rfile.read(length) if length else b""
+class Body:
+    """A request's body as a stream: `read(n)` gives at most n bytes (all that is left when n < 0), from a
+    Content-Length or a chunked body alike, so an upload passes through without being held in memory."""
+
+    def __init__(self, rfile: BinaryIO, headers: dict[str, str]) -> None:
+        self._rfile = rfile
+        self._chunked = headers.get("transfer-encoding", "").lower() == "chunked"
+        self._left = 0 if self._chunked else int(headers.get("content-length") or 0)
+        self.done = not self._chunked and self._left == 0
+
+    def _next_chunk(self) -> None:
+        size = int(_read_line(self._rfile).split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            while _read_line(self._rfile) not in (b"\r\n", b"\n", b""):
+                pass
+            self.done = True
+        self._left = size
+
+    def read(self, n: int = -1) -> bytes:
+        pieces = []
+        while not self.done and n != 0:
+            if self._left == 0:
+                self._next_chunk()
+                continue
+            piece = self._rfile.read(self._left if n < 0 else min(n, self._left))
+            if not piece:
+                raise ProtocolError("the request body ended early")
+            self._left -= len(piece)
+            pieces.append(piece)
+            n = n - len(piece) if n > 0 else n
+            if self._left == 0 and self._chunked:
+                _read_line(self._rfile)
+            elif self._left == 0:
+                self.done = True
+        return b"".join(pieces)
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -106,12 +128,15 @@ class Handler(socketserver.StreamRequestHandler):
                     # Refused before its body is read: a caller without the token costs no memory.
                     self._respond(401, "application/json", UNAUTHORIZED, keep_alive=False)
                     return
-                body = _read_body(self.rfile, headers)
+                body = Body(self.rfile, headers)
             except (ProtocolError, ValueError):
                 self._respond(400, "text/plain", b"malformed HTTP request", keep_alive=False)
                 return
             status, content_type, payload = self.server.dispatch(method, target, body)
-            keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+            # A body the route did not read to its end leaves the stream mid-request: close it.
+            keep_alive = (
+                version == "HTTP/1.1" and headers.get("connection", "").lower() != "close" and body.done
+            )
             self._respond(status, content_type, payload, keep_alive)
             if not keep_alive:
                 return

@@ -37,6 +37,12 @@ class Forbidden(RockError):
     status = 403
 
 
+class PayloadTooLarge(RockError):
+    """The request body is over the server's limit (the message gives it)."""
+
+    status = 413
+
+
 class SandboxNotFound(RockError):
     status = 404
 
@@ -109,6 +115,7 @@ ERROR_TYPES: dict[str, type[RockError]] = {
         BadRequest,
         Unauthorized,
         Forbidden,
+        PayloadTooLarge,
         SandboxNotFound,
         SandboxNotRunning,
         CapacityExceeded,

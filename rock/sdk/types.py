@@ -1,4 +1,5 @@
-"""Wire types of the ROCK fleet, shared by the admin, the workers and the SDK (JSON over HTTP)."""
+"""Wire types of ROCK's user API, shared by the admin and the SDK (JSON over HTTP). The admin↔worker hop
+has its own module, `rock.worker.contract`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,29 @@ import ipaddress
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rock.rocklet.types import Observation
+from rock.sdk.checks import (
+    MAX_CPUS,
+    MAX_LIFETIME,
+    MAX_PATH,
+    MAX_QUEUE_TIMEOUT,
+    MAX_START_TIMEOUT,
+    MAX_UID,
+    MIN_CPUS,
+    CommandSeconds,
+    Env,
+    Name,
+    SandboxPath,
+    Text,
+    image_reference,
+    parse_memory,
+    sandbox_disk,
+    sandbox_memory,
+)
 
 __all__ = [
     "CreateSandboxRequest",
@@ -18,8 +37,6 @@ __all__ = [
     "ExecRequest",
     "FailureReason",
     "ForwardRequest",
-    "Heartbeat",
-    "HeartbeatReply",
     "Observation",
     "RunRequest",
     "SandboxInfo",
@@ -28,25 +45,10 @@ __all__ = [
     "SessionRequest",
     "WorkerCapacity",
     "WorkerInfo",
-    "WorkerSandbox",
     "parse_memory",
 ]
 
-_USER = re.compile(r"^(\d+)(?::(\d+))?$")
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_memory(value: str | int) -> int:
-    """Bytes from `536870912`, `"512m"`, `"2g"`, `"1.5GiB"`."""
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"memory must be positive, got {value}")
-        return value
-    match = _MEMORY.match(value)
-    if not match:
-        raise ValueError(f"memory {value!r} is not a size; write it like '512m' or '2g'")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+_USER = re.compile(r"^(\d{1,10})(?::(\d{1,10}))?$")
 
 
 class SandboxState(StrEnum):
@@ -78,24 +80,27 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    image: str = "python:3.11"
-    """Image name; public names resolve through the alias table (`rock image ls`)."""
-    build_context: str | None = None
+    image: str = Field("python:3.11", max_length=MAX_PATH)
+    """Image reference (`name[:tag][@digest]`); public names resolve through the alias table
+    (`rock image ls`)."""
+    build_context: SandboxPath | None = None
     """A folder with a Dockerfile on the worker's host: built through the alias table, then used as image."""
-    cpus: float = Field(1.0, gt=0)
-    memory: str = "512m"
-    disk: str = "10g"
+    cpus: float = Field(1.0, ge=MIN_CPUS, le=MAX_CPUS, allow_inf_nan=False)
+    """CPU cap, from 0.01 (Docker's smallest quota)."""
+    memory: str = Field("512m", max_length=64)
+    """Memory cap, from 6m (Docker's smallest limit)."""
+    disk: str = Field("10g", max_length=64)
     """What the sandbox may write to its own filesystem. A hard limit where the worker's Docker supports
     overlay2 `size=` (xfs with pquota); elsewhere the worker measures and stops a sandbox over it within
     seconds (reason `disk_quota`). The socket folder shared with the host is a small tmpfs of its own."""
-    pids: int = Field(256, ge=16)
-    ttl: float = Field(3600.0, gt=0)
+    pids: int = Field(256, ge=16, le=4_194_304)
+    ttl: float = Field(3600.0, gt=0, le=MAX_LIFETIME, allow_inf_nan=False)
     """Seconds after start when the admin stops the sandbox."""
-    idle_timeout: float = Field(600.0, gt=0)
+    idle_timeout: float = Field(600.0, gt=0, le=MAX_LIFETIME, allow_inf_nan=False)
     """Seconds without any request after which the admin stops the sandbox."""
     network: Literal["none", "bridge"] = "none"
     """`none` (default): no network at all. `bridge`: egress through Docker's bridge, opt-in."""
-    egress: list[str] = Field(default_factory=list)
+    egress: list[str] = Field(default_factory=list, max_length=256)
     """With `bridge`: the only IPv4 networks (CIDR, e.g. `10.1.2.0/24`) the sandbox may connect to. Empty:
     any. Enforced by firewall rules in the sandbox's own network namespace (the worker needs root)."""
 
@@ -117,19 +122,28 @@ class SandboxSpec(BaseModel):
             raise ValueError("egress lists the networks a bridge sandbox may reach: set network='bridge' too")
         return self
 
-    user: str = "1000:1000"
+    user: str = Field("1000:1000", max_length=32)
     """`uid:gid` the sandbox's processes run as (a lone `uid` means `uid:uid`; `root` means `0:0`). The
     default is an unprivileged user with no capabilities. Root (for terminal tasks written for a root shell)
     gets back only the capabilities such a shell needs; see `rock.worker.containers.ROOT_CAPABILITIES`."""
-    env: dict[str, str] = Field(default_factory=dict)
-    start_timeout: float = Field(60.0, gt=0)
+    env: Env = Field(default_factory=dict)
+    start_timeout: float = Field(60.0, gt=0, le=MAX_START_TIMEOUT, allow_inf_nan=False)
     """Seconds the rocklet may take to answer after the container starts."""
 
-    @field_validator("memory", "disk")
+    @field_validator("memory")
     @classmethod
-    def _is_a_size(cls, value: str) -> str:
-        parse_memory(value)
-        return value
+    def _memory_is_a_limit(cls, value: str) -> str:
+        return sandbox_memory(value)
+
+    @field_validator("disk")
+    @classmethod
+    def _disk_is_a_limit(cls, value: str) -> str:
+        return sandbox_disk(value)
+
+    @field_validator("image")
+    @classmethod
+    def _image_is_a_reference(cls, value: str) -> str:
+        return image_reference(value)
 
     @field_validator("user")
     @classmethod
@@ -140,8 +154,10 @@ class SandboxSpec(BaseModel):
                 f"user {value!r} is not 'uid:gid', 'uid' or 'root'; give numbers, e.g. '1000:1000' or '0:0' "
                 "(names other than root mean nothing in an arbitrary image)"
             )
-        uid, gid = match.group(1), match.group(2) or match.group(1)
-        return f"{int(uid)}:{int(gid)}"
+        uid, gid = int(match.group(1)), int(match.group(2) or match.group(1))
+        if max(uid, gid) > MAX_UID:
+            raise ValueError(f"user {value!r}: uid and gid go up to {MAX_UID}")
+        return f"{uid}:{gid}"
 
     @property
     def memory_bytes(self) -> int:
@@ -157,8 +173,9 @@ class SandboxSpec(BaseModel):
 
 
 class CreateSandboxRequest(SandboxSpec):
-    queue_timeout: float = Field(30.0, ge=0)
-    """Seconds a create may wait in the admission queue for room before it fails with 429."""
+    queue_timeout: float = Field(30.0, ge=0, le=MAX_QUEUE_TIMEOUT, allow_inf_nan=False)
+    """Seconds a create may wait in the admission queue for room before it fails with 429 (at most 600). A
+    create whose client disconnects leaves the queue at once."""
 
 
 class SandboxInfo(BaseModel):
@@ -180,26 +197,28 @@ class SandboxInfo(BaseModel):
 class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cmd: str
-    session: str = "default"
-    timeout: float = Field(60.0, gt=0)
+    cmd: Text
+    session: Name = "default"
+    timeout: CommandSeconds = 60.0
+    """Seconds, up to one day."""
 
 
 class ExecRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    cmd: str | list[str]
-    timeout: float = Field(60.0, gt=0)
-    cwd: str | None = None
-    env: dict[str, str] | None = None
+    cmd: Text | Annotated[list[Text], Field(min_length=1)]
+    timeout: CommandSeconds = 60.0
+    """Seconds, up to one day."""
+    cwd: SandboxPath | None = None
+    env: Env | None = None
 
 
 class SessionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str
-    env: dict[str, str] | None = None
-    cwd: str | None = None
+    name: Name
+    env: Env | None = None
+    cwd: SandboxPath | None = None
 
 
 class ForwardRequest(BaseModel):
@@ -207,7 +226,7 @@ class ForwardRequest(BaseModel):
 
     port: int = Field(ge=0, le=65535)
     """TCP port on 127.0.0.1 inside the sandbox; 0 picks a free one."""
-    target_socket: str = "/run/rock/model.sock"
+    target_socket: SandboxPath = "/run/rock/model.sock"
 
 
 class ErrorBody(BaseModel):
@@ -223,29 +242,6 @@ class WorkerCapacity(BaseModel):
     memory: int = Field(ge=0)
     """Bytes."""
     slots: int = Field(ge=0)
-
-
-class WorkerSandbox(BaseModel):
-    """One container as its worker sees it."""
-
-    id: str
-    status: Literal["running", "exited", "oom_killed", "disk_quota", "socket_tampered"]
-    detail: str | None = None
-
-
-class Heartbeat(BaseModel):
-    worker_id: str
-    listed_at: datetime
-    """When the worker listed its containers: sandboxes started after it may be missing from the list."""
-    url: str
-    capacity: WorkerCapacity
-    sandboxes: list[WorkerSandbox] | None = None
-    """None when listing the containers took too long this time: the admin reconciles at a later beat."""
-
-
-class HeartbeatReply(BaseModel):
-    remove: list[str]
-    """Sandboxes the admin no longer wants: the worker removes their containers."""
 
 
 class WorkerInfo(BaseModel):

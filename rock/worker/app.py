@@ -7,28 +7,28 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
-from pydantic import BaseModel
 
-from rock.admin.app import error_response, install_error_handlers
-from rock.admin.auth import bearer_token, same_secret
 from rock.rocklet.errors import RemoteFileNotFound as RockletFileNotFound
 from rock.rocklet.errors import RockletError
 from rock.sdk.errors import (
-    BadRequest,
     RemoteFileNotFound,
     RockError,
     SandboxRequestError,
     Unauthorized,
     WorkerUnavailable,
 )
-from rock.sdk.types import ExecRequest, ForwardRequest, RunRequest, SandboxSpec, SessionRequest, WorkerSandbox
+from rock.serving import bearer_token, error_response, install_error_handlers, same_secret
+from rock.worker.contract import (
+    CreatedOnWorker,
+    CreateOnWorker,
+    ExecRequest,
+    ForwardRequest,
+    RunRequest,
+    SessionAck,
+    SessionRequest,
+    WorkerSandbox,
+)
 from rock.worker.service import WorkerService
-
-
-class CreateOnWorker(BaseModel):
-    id: str
-    spec: SandboxSpec
-    owner: str
 
 
 def as_rock_error(exc: RockletError) -> RockError:
@@ -78,7 +78,7 @@ def create_worker_app(
         return {"status": "ok", "id": worker.config.id, "sandboxes": worker.sandbox_count}
 
     @app.post("/v1/sandboxes", status_code=201)
-    async def create(body: CreateOnWorker) -> dict[str, str]:
+    async def create(body: CreateOnWorker) -> CreatedOnWorker:
         return await worker.create(body.id, body.spec, body.owner)
 
     @app.get("/v1/sandboxes")
@@ -104,14 +104,14 @@ def create_worker_app(
         )
 
     @app.post("/v1/sandboxes/{sandbox_id}/sessions", status_code=201)
-    async def create_session(sandbox_id: str, body: SessionRequest) -> dict[str, str]:
+    async def create_session(sandbox_id: str, body: SessionRequest) -> SessionAck:
         await call(sandbox_id, lambda c: c.create_session(body.name, env=body.env, cwd=body.cwd))
-        return {"name": body.name}
+        return SessionAck(name=body.name)
 
     @app.delete("/v1/sandboxes/{sandbox_id}/sessions/{name}")
-    async def close_session(sandbox_id: str, name: str) -> dict[str, str]:
+    async def close_session(sandbox_id: str, name: str) -> SessionAck:
         await call(sandbox_id, lambda c: c.close_session(name))
-        return {"name": name}
+        return SessionAck(name=name)
 
     @app.get("/v1/sandboxes/{sandbox_id}/files")
     async def read_file(sandbox_id: str, path: str) -> Response:
@@ -122,16 +122,12 @@ def create_worker_app(
     async def write_file(
         sandbox_id: str, path: str, request: Request, mode: Annotated[int | None, Query()] = None
     ) -> dict[str, str]:
-        data = await request.body()
-        await call(sandbox_id, lambda c: c.write_file(path, data, mode=mode))
+        await call(sandbox_id, lambda c: c.write_file(path, request.stream(), mode=mode))
         return {"path": path}
 
     @app.post("/v1/sandboxes/{sandbox_id}/upload")
     async def upload(sandbox_id: str, dest: str, request: Request) -> dict[str, str]:
-        data = await request.body()
-        if not data:
-            raise BadRequest("upload needs a tar archive as the request body")
-        await call(sandbox_id, lambda c: c.upload(data, dest))
+        await call(sandbox_id, lambda c: c.upload(request.stream(), dest))
         return {"dest": dest}
 
     @app.get("/v1/sandboxes/{sandbox_id}/download")

@@ -12,7 +12,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from rock.sdk.types import SandboxSpec, WorkerSandbox
+from rock.sdk.types import SandboxSpec
+from rock.worker.contract import WorkerSandbox
 from rock.worker.socket_dir import SOCKET_MOUNT, release_host_dir
 
 LABEL_WORKER = "rock.worker"

@@ -29,15 +29,13 @@ from rock.rocklet.errors import RockletError, RockletUnavailable, SocketTampered
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
 from rock.sdk.types import (
     FailureReason,
-    Heartbeat,
-    HeartbeatReply,
     SandboxSpec,
     WorkerCapacity,
-    WorkerSandbox,
     parse_memory,
 )
 from rock.worker import containers, disk, socket_dir
 from rock.worker.config import WorkerConfig
+from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
 from rock.worker.disk import CHECK_INTERVAL, DiskWatch
 from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
 
@@ -195,7 +193,7 @@ class WorkerService:
         await self._blocking(containers.kill_container, self.docker, sandbox_id)
 
     # sandboxes --------------------------------------------------------------------------------------
-    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> dict[str, str]:
+    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
         from rock.runtime import rocklet_container_command, rocklet_container_env
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
@@ -252,7 +250,7 @@ class WorkerService:
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)
             await self._watch_disk(sandbox_id, spec.disk_bytes)
-            return {"host_dir": str(host_dir)}
+            return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
 
@@ -467,7 +465,7 @@ class WorkerService:
         )
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
         response = await self._http.post(
-            f"{self.config.admin_url}/v1/workers/heartbeat", content=beat.model_dump_json(), headers=headers
+            f"{self.config.admin_url}{HEARTBEAT_PATH}", content=beat.model_dump_json(), headers=headers
         )
         if not response.is_success:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")

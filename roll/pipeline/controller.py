@@ -19,9 +19,10 @@ from rich.console import Console
 
 from roll.pipeline.cluster import Cluster, init_ray
 from roll.pipeline.config import TrainConfig
-from roll.pipeline.display import StepProgress, print_summary
+from roll.pipeline.display import eval_line, print_summary, step_line
 from roll.pipeline.rewards import train_rewards
 from roll.pipeline.tracking import RunLog, episode_metrics
+from roll.progress import StepProgress, print_plain
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import check_env
 
@@ -47,24 +48,24 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
             cluster.load(previous[0])
             console.print(f"Resumed from {previous[0]} at step {start}")
         elif config.warm_start and config.warm_start.eval_base:
-            evaluate(cluster, config, log, step=0, label="base", model=config.trainer.model)
+            evaluate(cluster, config, log, console, step=0, label="base", model=config.trainer.model)
         cluster.sync_weights()
         if not previous:
             label = "after SFT" if config.warm_start else "before RL"
-            evaluate(cluster, config, log, step=0, label=label, model=policy)
+            evaluate(cluster, config, log, console, step=0, label=label, model=policy)
         cluster.set_step(start)  # rollout starts now, on the policy's weights
-        with StepProgress(console, config.steps, start) as progress:
+        with StepProgress(console, config.steps, start, "step") as progress:
             for step in range(start, config.steps):
                 record = train_step(cluster, config, step)
                 log.log_step(record)
-                progress.update(record)
+                progress.update(record["step"], step_line(record))
                 done = step + 1
                 if done == config.steps or (config.save_every and done % config.save_every == 0):
                     cluster.save(log, done)
                 if done < config.steps and config.eval.every and done % config.eval.every == 0:
-                    evaluate(cluster, config, log, step=done, label=f"step {done}")
+                    evaluate(cluster, config, log, console, step=done, label=f"step {done}")
         if not previous or start < config.steps:
-            evaluate(cluster, config, log, step=config.steps, label="after RL")
+            evaluate(cluster, config, log, console, step=config.steps, label="after RL")
             cluster.export_model(run_dir / "model")
     finally:
         cluster.shutdown()
@@ -111,29 +112,35 @@ def should_shrink(cluster: Cluster, config: TrainConfig) -> bool:
 
 
 def evaluate(
-    cluster: Cluster, config: TrainConfig, log: RunLog, step: int, label: str, model: str | None = None
+    cluster: Cluster,
+    config: TrainConfig,
+    log: RunLog,
+    console: Console,
+    step: int,
+    label: str,
+    model: str | None = None,
 ) -> None:
     """Fixed seeds, sampled as eval.sampling says; the same seeds (and sampling seeds) at every evaluation,
     so two evaluations compare pairwise (the summary's sign test). `model` names the weights the engines
-    hold when they are not the run's own."""
+    hold when they are not the run's own. Logged to eval.jsonl and shown as one line."""
     seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)
     if not seeds:
         return
     started = time.perf_counter()
     results = cluster.evaluate([EpisodeTask(f"eval{seed}", seed) for seed in seeds], config.eval.sampling)
     played = [t for t in results if t is not None]
-    log.log_eval(
-        {
-            "step": step,
-            "label": label,
-            **({"model": model} if model else {}),
-            **episode_metrics(played),
-            "failed": len(results) - len(played),
-            "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
-            "seed_rewards": {str(t.metadata["seed"]): t.reward for t in played},
-            "time_s": time.perf_counter() - started,
-        }
-    )
+    record = {
+        "step": step,
+        "label": label,
+        **({"model": model} if model else {}),
+        **episode_metrics(played),
+        "failed": len(results) - len(played),
+        "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
+        "seed_rewards": {str(t.metadata["seed"]): t.reward for t in played},
+        "time_s": time.perf_counter() - started,
+    }
+    log.log_eval(record)
+    print_plain(console, eval_line(record))
 
 
 def warm_start(config: TrainConfig, console: Console) -> str:

@@ -1,15 +1,14 @@
-"""What a person watches: the live step line of `roll train` and the final summary table."""
+"""What a person watches: the step and eval lines of `roll train` and the final summary table (the step
+progress itself is `roll.progress.StepProgress`: a live bar in a terminal, a line per step in a log)."""
 
 from __future__ import annotations
 
 import itertools
 import math
 import statistics
-from types import TracebackType
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from roll.pipeline.config import TrainConfig
@@ -25,31 +24,18 @@ def step_line(record: dict[str, Any]) -> str:
     )
 
 
-class StepProgress:
-    def __init__(self, console: Console, total: int, start: int) -> None:
-        self._progress = Progress(
-            TextColumn("[bold]step"),
-            MofNCompleteColumn(),
-            BarColumn(bar_width=20),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=console,
-        )
-        self._task = self._progress.add_task(
-            "train", total=total, completed=start, info="waiting for rollouts"
-        )
-
-    def __enter__(self) -> StepProgress:
-        self._progress.__enter__()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self._progress.__exit__(kind, error, trace)
-
-    def update(self, record: dict[str, Any]) -> None:
-        self._progress.update(self._task, completed=record["step"], info=step_line(record))
+def eval_line(record: dict[str, Any]) -> str:
+    """One evaluation as one line: what was evaluated, its success over the episodes played, and its cost."""
+    played = record.get("episodes", 0)
+    if not played:
+        failed = record.get("failed", 0)
+        return f"eval {record['label']} (step {record['step']}): no episode finished ({failed} failed to run)"
+    won = round(record["success"] * played)
+    failed = f" · {record['failed']} failed to run" if record.get("failed") else ""
+    return (
+        f"eval {record['label']} (step {record['step']}): success {record['success']:.0%} ({won}/{played}) · "
+        f"reward {record['reward']:+.3f} · {record['turns']:.1f} turns{failed} · {record['time_s']:.0f}s"
+    )
 
 
 def print_summary(

@@ -22,8 +22,9 @@ class GEMEnvConfig(StrictConfig):
     rock_url: str | None = Field(
         None,
         description="Play the env on ROCK's env service at this URL (rock.make: each episode in its own "
-        "sandbox), e.g. `rock admin serve`'s. Needed for terminal:<task dir> ids (bash actions, reward 1 "
-        "when the task's tests pass after the action `finish`). None: gem.make in the rollout worker.",
+        "sandbox), e.g. `rock admin serve`'s. Needed for terminal:<task dir> ids, where it is the ROCK "
+        "admin that gives each episode its sandbox (bash actions, reward 1 when the task's tests pass "
+        "after the action `finish`). None: gem.make in the rollout worker.",
     )
     system_prompt: str | None = Field(None, description="System message before the first observation.")
     max_turns: int = Field(8, ge=1, description="Episode limit: LLM calls per episode.")
@@ -45,7 +46,7 @@ class GEMEnvConfig(StrictConfig):
         if self.env_id.startswith("terminal:") and self.rock_url is None:
             raise ValueError(
                 f"env_id {self.env_id!r} is a terminal task, which runs in a ROCK sandbox: set env.rock_url "
-                "to a ROCK env service (e.g. http://127.0.0.1:8080 from `rock admin serve`)"
+                "to a ROCK admin (e.g. http://127.0.0.1:8080 from `rock admin serve`)"
             )
         return self
 

@@ -62,8 +62,16 @@ class EnvUnavailableError(RuntimeError):
 
 
 def make_env(config: GEMEnvConfig) -> Any:
-    """A new env for one episode: gem.make in this process, or rock.make (a sandbox) with env.rock_url."""
-    if config.rock_url is not None:
+    """A new env for one episode: gem.make in this process, rock.make (a sandbox) with env.rock_url, or a
+    terminal task played from here in a sandbox of the ROCK fleet at env.rock_url."""
+    if config.env_id.startswith("terminal:"):
+        from rome.terminal_tasks.env import TerminalTaskEnv
+
+        maker, make = (
+            "TerminalTaskEnv",
+            lambda: TerminalTaskEnv(config.env_id, config.rock_url, **config.env_kwargs),
+        )
+    elif config.rock_url is not None:
         from rock.envs import make as rock_make
 
         maker, make = "rock.make", lambda: rock_make(config.env_id, url=config.rock_url, **config.env_kwargs)

@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from transformers import AutoTokenizer
 
 from roll.algo.losses import build_loss
 from roll.models import resolve_model_path
+from roll.progress import StepProgress
 from roll.sft.config import SFTConfig
 from roll.sft.data import load_trajectories
 from roll.trainer.packing import pack_trajectories
@@ -80,13 +80,11 @@ def run_sft(config: SFTConfig, console: Console | None = None) -> dict[str, Any]
 
     loss = build_loss(config.loss)
     last: dict[str, Any] = {"step": backend.step}
-    columns = (TextColumn("[bold]SFT"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"))
     with (
         SummaryWriter(str(output / "tensorboard")) as writer,
         (output / "metrics.jsonl").open("a") as log,
-        Progress(*columns, TimeRemainingColumn(), console=console) as progress,
+        StepProgress(console, total, backend.step, "SFT step") as progress,
     ):
-        task = progress.add_task("sft", total=total, completed=backend.step, info="")
         while backend.step < total:
             epoch, index = divmod(backend.step, steps_per_epoch)
             picked = batch_order(len(trajectories), config.batch_size, epoch, config.seed)[index]
@@ -96,7 +94,7 @@ def run_sft(config: SFTConfig, console: Console | None = None) -> dict[str, Any]
             log.flush()
             for name, value in metrics.items():
                 writer.add_scalar(name, value, backend.step)
-            progress.update(task, completed=backend.step, info=f"loss {metrics['loss']:.4f}")
+            progress.update(backend.step, f"loss {metrics['loss']:.4f}")
             if config.save_every and backend.step % config.save_every == 0:
                 _save(backend, output)
     if latest_checkpoint(output) != output / "checkpoints" / f"step_{backend.step:06d}":

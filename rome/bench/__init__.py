@@ -1,9 +1,10 @@
 """rome-bench: runs terminal tasks in ROCK sandboxes and grades them with their own tests.
 
-- `tasks.load_tasks(dir)` reads Harbor / Terminal-Bench-Pro (`task.toml`) and older Terminal-Bench
-  (`task.yaml`) task folders into `Task`s; a malformed one becomes a `TaskLoadError` naming file and field.
+- Tasks, their images, sandboxes and verifier come from the shared task library `rome.terminal_tasks`
+  (`task.load_tasks(dir)` reads Harbor / Terminal-Bench-Pro and older Terminal-Bench folders).
 - `runner.run_trials(tasks, agent, output, n_attempts, concurrency, ...)` builds images once, runs one
-  sandbox per trial (`runner.sandbox_provider("rock"|"docker")`), writes `output/trials/<task>__<k>.json`
+  sandbox per trial (`runner.sandbox_provider("rock"|"docker")`, `trial.run_trial`), writes
+  `output/trials/<task>__<k>.json`
   and resumes a folder it finds; `report.write_report` adds summary.json, report.md and charts/*.png.
 - `scoring.summarize` gives pass@1, avg@k and unbiased pass@k by domain and difficulty.
 - `validate.validate_tasks` checks that the oracle passes and the nop agent fails every task.

@@ -6,8 +6,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from rome.bench.sandbox import TrialSandbox
-from rome.bench.tasks import SOLUTION_MOUNT, Task
+from rome.terminal_tasks.sandbox import TrialSandbox
+from rome.terminal_tasks.task import SOLUTION_MOUNT, Task
 
 AGENT_NAMES = ("oracle", "nop", "iflow")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from pathlib import Path
@@ -27,7 +28,7 @@ DEFAULT_TASKS = Path(__file__).resolve().parent.parent / "tasks" / "terminal-pro
 def _load(tasks_dir: Path, task_ids: list[str] | None):  # type: ignore[no-untyped-def]
     from rich.console import Console
 
-    from rome.bench.tasks import load_tasks
+    from rome.terminal_tasks.task import load_tasks
 
     console = Console(stderr=True)
     try:
@@ -74,13 +75,86 @@ class _Progress:
         self.progress.update(self.bar, advance=1, description=f"{self.label} {text}")
 
 
+def _check_agent_setup(agent: str, model: str | None, sandbox: str, console) -> None:  # type: ignore[no-untyped-def]
+    """Stop before any trial when the agent cannot run as configured (each trial would fail the same way)."""
+    if agent != "iflow":
+        return
+    from rome.bench.model_server import serves_locally
+
+    problem = None
+    if sandbox != "rock":
+        problem = "the iflow agent runs its tools through ROCK sandboxes: use --sandbox rock"
+    elif model is None:
+        problem = (
+            "--agent iflow needs --model: builtin:smollm2-135m-instruct or a model folder (served for the "
+            "run), an OpenAI-compatible base URL, or a model name whose endpoint iFlow's settings give "
+            "(baseUrl)"
+        )
+    elif not serves_locally(model):
+        problem = _endpoint_problem(model)
+    if problem:
+        from rich.markup import escape
+
+        console.print(f"[red]error:[/red] {escape(problem)}", soft_wrap=True)
+        raise typer.Exit(2)
+
+
+def _endpoint_problem(model: str) -> str | None:
+    """Why iFlow could not reach `model` (a base URL, or a name for the endpoint in its settings), or None."""
+    import shutil
+    import tempfile
+
+    from iflow.agent.build import AgentOptions, ConfigurationError, llm_config
+    from iflow.settings import SettingsError, load_settings
+    from rome.bench.iflow_agent import resolve_endpoint
+
+    empty = Path(tempfile.mkdtemp(prefix="rome-iflow-"))  # as the agent does: no project settings leak in
+    try:
+        base_url, name = resolve_endpoint(model)
+        llm_config(load_settings(empty), AgentOptions(cwd=empty, base_url=base_url, model=name))
+    except (RuntimeError, ConfigurationError, SettingsError) as error:
+        return f"iflow cannot use --model {model}: {error}"
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+    return None
+
+
+def _serve_model(  # type: ignore[no-untyped-def]
+    agent: str, model: str | None, output: Path, console
+) -> tuple[contextlib.ExitStack, str | None]:
+    """For iflow with a model of ours: `roll serve` it on loopback for the run. Returns the stack that stops
+    it and the model the agent is given (the server's URL; iFlow asks it for the model's name). A model that
+    cannot be served stops the run here, before any trial."""
+    from rich.markup import escape
+
+    from rome.bench.model_server import ModelServerError, served_model, serves_locally
+
+    stack = contextlib.ExitStack()
+    if agent != "iflow" or model is None or not serves_locally(model):
+        return stack, model
+    log = output / "model-server.log"
+    console.print(f"serving {model} for this run (roll serve on 127.0.0.1; log {log})")
+    try:
+        url = stack.enter_context(served_model(model, log))
+    except ModelServerError as error:
+        console.print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
+        raise typer.Exit(2) from error
+    return stack, url
+
+
 @app.command("terminal-pro")
 def terminal_pro(
     tasks: Annotated[
         Path, typer.Option(help="Folder of tasks (Harbor or Terminal-Bench layout).")
     ] = DEFAULT_TASKS,
     agent: Annotated[str, typer.Option(help="oracle | nop | iflow")] = "oracle",
-    model: Annotated[str | None, typer.Option(help="Model id or OpenAI-compatible base URL (iflow).")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="iflow's model: builtin:ID or a model folder (served for the run by roll serve on "
+            "loopback), an OpenAI-compatible base URL, or a model name for the endpoint in iFlow's settings."
+        ),
+    ] = None,
     n_attempts: Annotated[int, typer.Option(min=1, help="Attempts per task (k).")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 1,
     task_id: Annotated[list[str] | None, typer.Option(help="Run only these task ids (repeatable).")] = None,
@@ -110,6 +184,7 @@ def terminal_pro(
         console.print(f"[red]error:[/red] unknown agent {agent!r}; choose one of {', '.join(AGENT_NAMES)}")
         raise typer.Exit(2)
     _check_sandbox(sandbox)
+    _check_agent_setup(agent, model, sandbox, console)
     suite = _load(tasks, task_id)
     run_tasks = [
         t.model_copy(
@@ -135,10 +210,11 @@ def terminal_pro(
         console.print(f"resuming the run in {output}")
     output.mkdir(parents=True, exist_ok=True)
     write_run_config(output, config)
+    serving, agent_model = _serve_model(agent, model, output, console)
     progress = _Progress(len(suite.tasks) * n_attempts, "terminal-pro:")
-    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+    with serving, progress.progress, sandbox_provider(sandbox, admin_url) as provider:
         trials = run_trials(
-            run_tasks, agent, output, n_attempts, concurrency, model, provider, on_trial=progress
+            run_tasks, agent, output, n_attempts, concurrency, agent_model, provider, on_trial=progress
         )
     summary = write_report(
         output, trials, f"rome-bench terminal-pro: {agent}" + (f" ({model})" if model else "")
@@ -174,8 +250,8 @@ def validate(
     from rich.table import Table
 
     from rome.bench.runner import sandbox_provider
-    from rome.bench.tasks import load_tasks
     from rome.bench.validate import validate_tasks
+    from rome.terminal_tasks.task import load_tasks
 
     console = Console()
     _check_sandbox(sandbox)

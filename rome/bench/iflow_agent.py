@@ -15,8 +15,8 @@ from iflow.llm import LLMClient
 from iflow.settings import load_settings
 from iflow.todos import TodoStore
 from rome.bench.agents import AgentOutcome, CommandRecord
-from rome.bench.sandbox import TrialSandbox
-from rome.bench.tasks import Task
+from rome.terminal_tasks.sandbox import TrialSandbox
+from rome.terminal_tasks.task import Task
 
 LOG_CAP = 200_000
 DEADLINE_GRACE_SEC = 5.0
@@ -86,7 +86,7 @@ class IflowAgent:
         self.base_url, self.model = resolve_endpoint(model)
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.bench.rock_sandbox import RockSandbox
+        from rome.terminal_tasks.rock_sandbox import RockSandbox
 
         if not isinstance(sandbox, RockSandbox):
             return AgentOutcome(error="the iflow agent runs its tools through ROCK: use --sandbox rock")

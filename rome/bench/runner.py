@@ -14,10 +14,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rome.bench.agents import make_agent
-from rome.bench.images import TaskImageError, ensure_image
-from rome.bench.sandbox import SandboxProvider
-from rome.bench.tasks import Task
 from rome.bench.trial import TrialResult, run_trial
+from rome.terminal_tasks.images import TaskImageError, ensure_image
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import Task
 
 ProgressHook = Callable[[TrialResult], None]
 
@@ -53,20 +53,20 @@ SANDBOX_KINDS = ("rock", "docker")
 def sandbox_provider(kind: str = "rock", admin_url: str | None = None) -> Iterator[SandboxProvider]:
     """Sandboxes for a run: ROCK (a private local fleet unless `admin_url` names one) or plain Docker."""
     if kind == "docker":
-        from rome.bench.sandbox import DockerProvider
+        from rome.bench.docker_sandbox import DockerProvider
 
         yield DockerProvider()
         return
     if kind != "rock":
         raise ValueError(f"unknown sandbox kind {kind!r}; choose one of {', '.join(SANDBOX_KINDS)}")
-    from rome.bench.rock_sandbox import RockProvider
+    from rome.terminal_tasks.rock_sandbox import RockProvider
 
     if admin_url:
         yield RockProvider(admin_url)
         return
-    from rome.bench.fleet import LocalFleet
+    from rock.fleet import LocalFleet
 
-    with LocalFleet() as fleet:
+    with LocalFleet(stop_with_parent=True) as fleet:
         yield RockProvider(fleet.url)
 
 

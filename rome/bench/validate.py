@@ -7,9 +7,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from rome.bench.runner import ProgressHook, run_trials
-from rome.bench.sandbox import SandboxProvider
-from rome.bench.tasks import Task, TaskLoadError
 from rome.bench.trial import TrialResult
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import Task, TaskLoadError
 
 
 class ValidationRow(BaseModel):

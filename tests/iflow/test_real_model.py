@@ -26,7 +26,7 @@ START_TIMEOUT_S = 300
 
 @pytest.fixture(scope="module")
 def roll_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from rock.testing import free_port
+    from rock.fleet import free_port
 
     port = free_port()
     log = tmp_path_factory.mktemp("roll-serve") / "serve.log"

@@ -18,8 +18,8 @@ from iflow.executors.rock import RockExecutor
 from iflow.testing import ScriptedOpenAIServer, call, say
 from iflow.todos import TodoStore
 from iflow.tools import ToolContext, all_tools
+from rock.fleet import LocalFleet, short_tmp
 from rock.sdk import Sandbox
-from rock.testing import Fleet, short_tmp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SMALL = {"cpus": 0.5, "memory": "256m"}
@@ -29,11 +29,11 @@ TOOLS = {tool.name: tool for tool in all_tools()}
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
+def fleet() -> Iterator[LocalFleet]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    fleet = Fleet(short_tmp("iflow-rock-"), f"iflow-{uuid.uuid4().hex[:6]}")
+    fleet = LocalFleet(short_tmp("iflow-rock-"), f"iflow-{uuid.uuid4().hex[:6]}")
     fleet.admin.start()
     try:
         fleet.wait_for_workers()
@@ -43,7 +43,7 @@ def fleet() -> Iterator[Fleet]:
         fleet.remove_all_containers()
 
 
-def test_the_scripted_edit_runs_inside_a_sandbox(fleet: Fleet, tmp_path: Path) -> None:
+def test_the_scripted_edit_runs_inside_a_sandbox(fleet: LocalFleet, tmp_path: Path) -> None:
     script = [
         call("search_file_content", "Let me find add.", pattern="def add"),
         call("read_file", file_path="calc.py"),
@@ -68,7 +68,7 @@ def test_the_scripted_edit_runs_inside_a_sandbox(fleet: Fleet, tmp_path: Path) -
     assert not (tmp_path / "calc.py").exists()
 
 
-def test_every_tool_works_in_a_busybox_sandbox(fleet: Fleet, tmp_path: Path) -> None:
+def test_every_tool_works_in_a_busybox_sandbox(fleet: LocalFleet, tmp_path: Path) -> None:
     with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
         executor = RockExecutor(sandbox, workdir="/tmp/proj")
         context = ToolContext(executor=executor, todos=TodoStore("/tmp/proj", home=tmp_path), save_memory=str)
@@ -106,7 +106,7 @@ def test_every_tool_works_in_a_busybox_sandbox(fleet: Fleet, tmp_path: Path) -> 
 
 
 def test_cli_sandbox_flag_copies_the_project_in_and_leaves_the_host_alone(
-    fleet: Fleet, git_repo: Path
+    fleet: LocalFleet, git_repo: Path
 ) -> None:
     script = [
         call("replace", file_path="calc.py", old_string="return a - b", new_string="return a + b"),

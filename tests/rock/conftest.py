@@ -6,10 +6,9 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from rock_fleet import AdminThread
 
 from rock.admin.config import AdminConfig
-from rock.testing import free_port, short_tmp
+from rock.fleet import AdminThread, free_port, short_tmp
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import pytest
 
 from iflow.testing import ScriptedOpenAIServer, say
 from rock.envs import list_envs, make
+from rock.fleet import LocalFleet, free_port, short_tmp
 from rock.proxy import ProxyClient
 from rock.sdk.sandbox import Sandbox
-from rock.testing import Fleet, free_port, short_tmp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ENV_ID = "game:GuessTheNumber-v0-easy"
@@ -42,13 +42,13 @@ def proxy_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def fleet(upstream: ScriptedOpenAIServer, proxy_port: int) -> Iterator[Fleet]:
+def fleet(upstream: ScriptedOpenAIServer, proxy_port: int) -> Iterator[LocalFleet]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
     state = short_tmp("rock-adm-")
     proxy = ["--proxy-mode", "deploy", "--proxy-upstream", upstream.url, "--proxy-port", str(proxy_port)]
-    fleet = Fleet(
+    fleet = LocalFleet(
         state,
         f"admin-envs-{uuid.uuid4().hex[:6]}",
         admin_args=[*proxy, "--proxy-record", str(state / "calls.jsonl")],
@@ -61,7 +61,7 @@ def fleet(upstream: ScriptedOpenAIServer, proxy_port: int) -> Iterator[Fleet]:
         fleet.close()
 
 
-def test_gem_routes_on_the_admin_match_local_gem(fleet: Fleet):
+def test_gem_routes_on_the_admin_match_local_gem(fleet: LocalFleet):
     import gem
 
     assert ENV_ID in list_envs(fleet.url).registered
@@ -77,7 +77,7 @@ def test_gem_routes_on_the_admin_match_local_gem(fleet: Fleet):
     assert list_envs(fleet.url).open == []
 
 
-def test_admin_started_proxy_answers_a_sandbox_through_its_socket(fleet: Fleet, proxy_port: int):
+def test_admin_started_proxy_answers_a_sandbox_through_its_socket(fleet: LocalFleet, proxy_port: int):
     proxy_url = f"http://127.0.0.1:{proxy_port}"
     assert httpx.get(f"{proxy_url}/health", timeout=10).json() == {"status": "ok", "mode": "deploy"}
     with (

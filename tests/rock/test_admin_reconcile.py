@@ -8,13 +8,12 @@ from rock.admin.service import Admin
 from rock.admin.states import advance
 from rock.sdk.types import (
     FailureReason,
-    Heartbeat,
     SandboxInfo,
     SandboxSpec,
     SandboxState,
     WorkerCapacity,
-    WorkerSandbox,
 )
+from rock.worker.contract import Heartbeat, WorkerSandbox
 
 S = SandboxState
 LONG_AGO = datetime.now(UTC) - timedelta(minutes=5)

@@ -17,10 +17,10 @@ import docker
 import httpx
 import pytest
 
+from rock.fleet import LocalFleet, short_tmp
 from rock.sdk.errors import CapacityExceeded, CommandTimeout, SandboxFailed, Unauthorized
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
 from rock.sdk.types import FailureReason, SandboxState
-from rock.testing import Fleet, short_tmp
 
 pytestmark = pytest.mark.docker
 SMALL = {"cpus": 0.25, "memory": "128m"}
@@ -39,11 +39,11 @@ for p in procs:
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
+def fleet() -> Iterator[LocalFleet]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    fleet = Fleet(short_tmp("rock-e2e-"), f"e2e-{uuid.uuid4().hex[:6]}")
+    fleet = LocalFleet(short_tmp("rock-e2e-"), f"e2e-{uuid.uuid4().hex[:6]}")
     fleet.admin.start()
     try:
         fleet.wait_for_workers()
@@ -53,7 +53,7 @@ def fleet() -> Iterator[Fleet]:
 
 
 @pytest.mark.slow
-async def test_ten_sandboxes_created_concurrently(fleet: Fleet):
+async def test_ten_sandboxes_created_concurrently(fleet: LocalFleet):
     async def square(i: int) -> tuple[str, str]:
         async with AsyncSandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
             observation = await sandbox.run(f"echo $(( {i} * {i} ))")
@@ -65,7 +65,7 @@ async def test_ten_sandboxes_created_concurrently(fleet: Fleet):
     assert not fleet.containers() & {sandbox_id for sandbox_id, _ in results}
 
 
-def test_sessions_keep_cwd_and_env_and_a_timeout_leaves_them_usable(fleet: Fleet):
+def test_sessions_keep_cwd_and_env_and_a_timeout_leaves_them_usable(fleet: LocalFleet):
     with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
         sandbox.run("mkdir -p /tmp/work && cd /tmp/work && export COLOUR=teal")
         assert sandbox.run("echo $(pwd) $COLOUR").output.strip() == "/tmp/work teal"
@@ -82,7 +82,7 @@ def test_sessions_keep_cwd_and_env_and_a_timeout_leaves_them_usable(fleet: Fleet
         assert sandbox.run("echo [$SHADE]", session="named").output.strip() == "[]"  # a fresh one
 
 
-def test_files_exec_upload_and_download(fleet: Fleet, tmp_path):
+def test_files_exec_upload_and_download(fleet: LocalFleet, tmp_path):
     with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
         sandbox.write_file("/tmp/hello.txt", "hi there\n")
         assert sandbox.read_file("/tmp/hello.txt") == b"hi there\n"
@@ -99,7 +99,7 @@ def test_files_exec_upload_and_download(fleet: Fleet, tmp_path):
         assert (local / "r.txt").read_text() == "result\n"
 
 
-def test_a_default_sandbox_has_no_network(fleet: Fleet):
+def test_a_default_sandbox_has_no_network(fleet: LocalFleet):
     probe = (
         "import socket\n"
         "for host in ('192.0.2.1', '1.1.1.1'):\n"
@@ -131,7 +131,7 @@ def test_a_default_sandbox_has_no_network(fleet: Fleet):
         )
 
 
-def test_a_root_sandbox_writes_root_owned_places_and_chowns(fleet: Fleet):
+def test_a_root_sandbox_writes_root_owned_places_and_chowns(fleet: LocalFleet):
     with Sandbox("python:3.11", admin_url=fleet.url, user="root", **SMALL) as sandbox:
         assert sandbox.info.spec.user == "0:0"
         assert sandbox.run("id -u; echo $HOME; pwd").output.split() == ["0", "/root", "/root"]
@@ -149,7 +149,7 @@ def test_a_root_sandbox_writes_root_owned_places_and_chowns(fleet: Fleet):
         assert (host["NetworkMode"], host["SecurityOpt"]) == ("none", ["no-new-privileges"])
 
 
-def test_a_default_sandbox_is_uid_1000_and_cannot_write_root_owned_places(fleet: Fleet):
+def test_a_default_sandbox_is_uid_1000_and_cannot_write_root_owned_places(fleet: LocalFleet):
     with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
         assert sandbox.run("id -u").output.strip() == "1000"
         assert sandbox.run("echo x > /root/note").exit_code != 0
@@ -157,12 +157,12 @@ def test_a_default_sandbox_is_uid_1000_and_cannot_write_root_owned_places(fleet:
         assert not docker.from_env().api.inspect_container(f"rock-{sandbox.id}")["HostConfig"]["CapAdd"]
 
 
-def test_a_root_busybox_sandbox_runs_its_rocklet(fleet: Fleet):
+def test_a_root_busybox_sandbox_runs_its_rocklet(fleet: LocalFleet):
     with Sandbox("busybox", admin_url=fleet.url, user="root", **SMALL) as sandbox:
         assert sandbox.run("id -u && touch /root/x && echo ok").output.split() == ["0", "ok"]
 
 
-def test_the_busybox_image_works_without_python_or_libc(fleet: Fleet):
+def test_the_busybox_image_works_without_python_or_libc(fleet: LocalFleet):
     with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
         sandbox.run("cd /tmp && export N=7")
         assert sandbox.run("echo $N $(pwd)").output.strip() == "7 /tmp"
@@ -172,13 +172,13 @@ def test_the_busybox_image_works_without_python_or_libc(fleet: Fleet):
         )
 
 
-def test_unknown_image_fails_with_a_clear_error(fleet: Fleet):
+def test_unknown_image_fails_with_a_clear_error(fleet: LocalFleet):
     with pytest.raises(SandboxFailed, match="rock image build") as caught:
         Sandbox("no-such-image:1.0", admin_url=fleet.url, **SMALL)
     assert caught.value.reason == FailureReason.IMAGE_ERROR
 
 
-def test_an_oom_sandbox_is_reported_as_such(fleet: Fleet):
+def test_an_oom_sandbox_is_reported_as_such(fleet: LocalFleet):
     sandbox = Sandbox("python:3.11", admin_url=fleet.url, cpus=0.5, memory="64m")
     try:
         with pytest.raises(SandboxFailed, match="OOM-killed") as caught:
@@ -191,7 +191,7 @@ def test_an_oom_sandbox_is_reported_as_such(fleet: Fleet):
 
 
 @pytest.mark.slow
-def test_flooding_output_and_fork_bombs_are_contained(fleet: Fleet):
+def test_flooding_output_and_fork_bombs_are_contained(fleet: LocalFleet):
     with Sandbox("python:3.11", admin_url=fleet.url, cpus=0.5, memory="256m", pids=64) as sandbox:
         flood = sandbox.run("head -c 300000000 /dev/zero | tr '\\0' x", timeout=60)
         assert flood.truncated and len(flood.output) < 10_000_000
@@ -202,7 +202,7 @@ def test_flooding_output_and_fork_bombs_are_contained(fleet: Fleet):
     assert httpx.get(f"{fleet.url}/health").json()["workers"] == 1
 
 
-def test_ttl_stops_a_sandbox(fleet: Fleet):
+def test_ttl_stops_a_sandbox(fleet: LocalFleet):
     sandbox = Sandbox("busybox", admin_url=fleet.url, ttl=1, **SMALL)
     try:
         deadline = time.monotonic() + 20
@@ -215,7 +215,7 @@ def test_ttl_stops_a_sandbox(fleet: Fleet):
 
 
 @pytest.mark.slow
-def test_restarting_the_admin_keeps_the_sandbox_list(fleet: Fleet):
+def test_restarting_the_admin_keeps_the_sandbox_list(fleet: LocalFleet):
     sandbox = Sandbox("busybox", admin_url=fleet.url, **SMALL)
     try:
         sandbox.run("cd /tmp && export KEPT=yes")
@@ -232,7 +232,7 @@ def test_restarting_the_admin_keeps_the_sandbox_list(fleet: Fleet):
 
 @pytest.mark.slow
 def test_killing_and_restarting_a_worker_leaves_no_orphan_container():
-    fleet = Fleet(short_tmp("rock-e2e-w-"), f"e2e-w-{uuid.uuid4().hex[:6]}", local_worker=False)
+    fleet = LocalFleet(short_tmp("rock-e2e-w-"), f"e2e-w-{uuid.uuid4().hex[:6]}", local_worker=False)
     fleet.admin.start()
     fleet.worker.start()
     try:
@@ -258,14 +258,14 @@ def test_killing_and_restarting_a_worker_leaves_no_orphan_container():
 @pytest.mark.slow
 def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
     key = "secret-key-" + uuid.uuid4().hex
-    fleet = Fleet(
+    fleet = LocalFleet(
         short_tmp("rock-e2e-a-"),
         f"e2e-a-{uuid.uuid4().hex[:6]}",
         local_worker=False,
         host="127.0.0.2",
         api_key=key,
     )
-    keyless = Fleet(short_tmp("rock-e2e-a-"), "unused", local_worker=False, host="127.0.0.2")
+    keyless = LocalFleet(short_tmp("rock-e2e-a-"), "unused", local_worker=False, host="127.0.0.2")
     keyless.admin.start()
     fleet.admin.start()
     fleet.worker.start()
@@ -288,7 +288,7 @@ def test_a_fleet_beyond_127_0_0_1_refuses_requests_without_its_key():
 
 
 @pytest.mark.slow
-def test_the_sandbox_cli(fleet: Fleet):
+def test_the_sandbox_cli(fleet: LocalFleet):
     def rock(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "rock.cli", "sandbox", *args, "--admin-url", fleet.url],
@@ -312,7 +312,7 @@ def test_the_sandbox_cli(fleet: Fleet):
     assert missing.returncode == 1 and f"SandboxNotFound: no sandbox '{sandbox_id}'" in missing.stderr
 
 
-def test_egress_is_opt_in_and_the_forwarder_reaches_a_host_socket(fleet: Fleet):
+def test_egress_is_opt_in_and_the_forwarder_reaches_a_host_socket(fleet: LocalFleet):
     with Sandbox("busybox", admin_url=fleet.url, network="bridge", **SMALL) as sandbox:
         assert "eth0" in sandbox.exec("cat /proc/net/dev").output
     with Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
@@ -340,14 +340,14 @@ def _answer_once(server: socket.socket) -> None:
         connection.sendall(b"pong to " + connection.recv(100))
 
 
-def test_a_failing_build_reports_the_tail_of_its_log(fleet: Fleet, tmp_path):
+def test_a_failing_build_reports_the_tail_of_its_log(fleet: LocalFleet, tmp_path):
     (tmp_path / "Dockerfile").write_text("FROM debian:bookworm\nRUN echo about-to-fail && exit 3\n")
     with pytest.raises(SandboxFailed, match="about-to-fail") as caught:
         Sandbox(build_context=str(tmp_path), admin_url=fleet.url, **SMALL)
     assert caught.value.reason == FailureReason.IMAGE_ERROR
 
 
-def test_an_egress_allowlist_lets_through_only_its_networks(fleet: Fleet):
+def test_an_egress_allowlist_lets_through_only_its_networks(fleet: LocalFleet):
     probe = (
         "import socket, sys\n"
         "s = socket.socket(); s.settimeout(5)\n"
@@ -376,7 +376,7 @@ def test_an_egress_allowlist_lets_through_only_its_networks(fleet: Fleet):
 
 @pytest.mark.slow
 def test_a_create_waits_for_room_then_gets_it_or_429():
-    fleet = Fleet(short_tmp("rock-e2e-q-"), f"e2e-q-{uuid.uuid4().hex[:6]}")
+    fleet = LocalFleet(short_tmp("rock-e2e-q-"), f"e2e-q-{uuid.uuid4().hex[:6]}")
     fleet.admin.args += ["--worker-slots", "1"]
     fleet.admin.start()
     try:

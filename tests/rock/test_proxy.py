@@ -15,9 +15,9 @@ import pytest
 from iflow.context import CharEstimateCounter, apply_summary, prepare
 from iflow.testing import ScriptedOpenAIServer, call, error, say
 from iflow.types import ContextConfig
+from rock.fleet import short_tmp
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from rock.testing import short_tmp
 
 TOOLS = [
     {
@@ -296,7 +296,7 @@ def test_rock_proxy_serve_listens_on_tcp_and_a_unix_socket(tmp_path: Path):
     import sys
     import time
 
-    from rock.testing import free_port
+    from rock.fleet import free_port
 
     recording = tmp_path / "calls.jsonl"
     recording.write_text(
@@ -327,3 +327,31 @@ def test_rock_proxy_serve_listens_on_tcp_and_a_unix_socket(tmp_path: Path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_deploy_asks_a_roll_upstream_for_token_ids_and_records_them_from_a_stream(
+    engine: str, recording: Path
+):
+    config = ProxyConfig(
+        mode="deploy", upstream_url=engine, record_path=recording, request_extra={"return_token_ids": True}
+    )
+    messages = [{"role": "user", "content": "hello there"}]
+    with ProxyThread(config) as proxy:
+        agent = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="k", max_retries=0)
+        stream = agent.chat.completions.create(
+            model="builtin:tiny-qwen3-moe",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            **GREEDY,
+        )
+        text = "".join(part.choices[0].delta.content or "" for part in stream if part.choices)
+    [line] = [json.loads(line) for line in recording.read_text().splitlines()]
+    assert line["request"]["return_token_ids"] is True
+    response = line["response"]
+    choice = response["choices"][0]
+    direct = engine_direct(engine, messages, **GREEDY)
+    assert response["prompt_token_ids"] == direct["prompt_token_ids"]
+    assert choice["token_ids"] == direct["choices"][0]["token_ids"]
+    assert len(choice["token_logprobs"]) == len(choice["token_ids"]) == response["usage"]["completion_tokens"]
+    assert choice["message"]["content"] == text

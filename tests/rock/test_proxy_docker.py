@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from iflow.testing import ScriptedOpenAIServer, say
+from rock.fleet import LocalFleet, short_tmp
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from rock.sdk.sandbox import Sandbox
-from rock.testing import Fleet, short_tmp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -44,11 +44,11 @@ except urllib.error.HTTPError as error:
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
+def fleet() -> Iterator[LocalFleet]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    fleet = Fleet(short_tmp("rock-proxy-"), f"proxy-{uuid.uuid4().hex[:6]}")
+    fleet = LocalFleet(short_tmp("rock-proxy-"), f"proxy-{uuid.uuid4().hex[:6]}")
     fleet.admin.start()
     try:
         fleet.wait_for_workers()
@@ -57,7 +57,7 @@ def fleet() -> Iterator[Fleet]:
         fleet.close()
 
 
-def test_sandbox_reaches_the_proxy_through_the_forwarder_only(fleet: Fleet, tmp_path: Path):
+def test_sandbox_reaches_the_proxy_through_the_forwarder_only(fleet: LocalFleet, tmp_path: Path):
     recording = tmp_path / "calls.jsonl"
     with (
         ScriptedOpenAIServer([say("hello, sandbox")]) as upstream,

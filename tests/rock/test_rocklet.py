@@ -22,7 +22,7 @@ from rock.rocklet.errors import (
     SessionExists,
     SessionNotFound,
 )
-from rock.rocklet.types import Health
+from rock.rocklet.types import RockletHealth
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def _processes_with(arg: str) -> list[int]:
 
 async def test_health(client: RockletClient) -> None:
     health = await client.health()
-    assert isinstance(health, Health)
+    assert isinstance(health, RockletHealth)
     assert health.status == "ok"
 
 

@@ -12,21 +12,21 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rock.fleet import LocalFleet, short_tmp
 from rock.sdk.errors import SandboxFailed
 from rock.sdk.sandbox import Sandbox
 from rock.sdk.types import FailureReason, SandboxState
-from rock.testing import Fleet, short_tmp
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SMALL = {"cpus": 0.5, "memory": "256m"}
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
+def fleet() -> Iterator[LocalFleet]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    fleet = Fleet(short_tmp("rock-hard-"), f"hard-{uuid.uuid4().hex[:6]}")
+    fleet = LocalFleet(short_tmp("rock-hard-"), f"hard-{uuid.uuid4().hex[:6]}")
     fleet.admin.start()
     try:
         fleet.wait_for_workers()
@@ -35,7 +35,7 @@ def fleet() -> Iterator[Fleet]:
         fleet.close()
 
 
-def _assert_removed(fleet: Fleet, sandbox_id: str) -> None:
+def _assert_removed(fleet: LocalFleet, sandbox_id: str) -> None:
     """The admin removes a failed sandbox's container in the background: wait (bounded) for it to go."""
     deadline = time.monotonic() + 30
     while sandbox_id in fleet.containers() and time.monotonic() < deadline:
@@ -48,7 +48,7 @@ def _process_count(sandbox: Sandbox) -> int:
     return sum(entry.isdigit() for entry in listing)
 
 
-def test_a_running_command_counts_as_activity(fleet: Fleet):
+def test_a_running_command_counts_as_activity(fleet: LocalFleet):
     """The idle reaper used to stop a sandbox while its only command was still running."""
     with Sandbox("busybox", admin_url=fleet.url, idle_timeout=2, **SMALL) as sandbox:
         result = sandbox.run("sleep 5; echo done", timeout=30)
@@ -56,7 +56,7 @@ def test_a_running_command_counts_as_activity(fleet: Fleet):
         assert sandbox.refresh().state.value == "running"
 
 
-def test_a_fork_bomb_does_not_outlive_its_command(fleet: Fleet):
+def test_a_fork_bomb_does_not_outlive_its_command(fleet: LocalFleet):
     """`:(){ :|:& };:` returns at once; its processes must not starve the commands after it."""
     with Sandbox("python:3.11", admin_url=fleet.url, pids=64, **SMALL) as sandbox:
         sandbox.run(":(){ :|:& };:", timeout=10)
@@ -67,7 +67,7 @@ def test_a_fork_bomb_does_not_outlive_its_command(fleet: Fleet):
         assert sandbox.run("echo again", timeout=30).output == "again\n"
 
 
-def test_exec_kills_what_its_command_left_running(fleet: Fleet):
+def test_exec_kills_what_its_command_left_running(fleet: LocalFleet):
     tag = f"7{uuid.uuid4().int % 10**6}"
     with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
         started = sandbox.exec(["sh", "-c", f"sleep {tag} & echo started"], timeout=20)
@@ -76,12 +76,13 @@ def test_exec_kills_what_its_command_left_running(fleet: Fleet):
         assert f"sleep {tag}" not in left
 
 
-def test_the_socket_folder_is_nosuid_nodev_noexec_and_owner_only(fleet: Fleet):
+def test_the_socket_folder_is_nosuid_nodev_noexec_and_owner_only(fleet: LocalFleet):
     """A setuid-root file placed in the folder from a root sandbox must give no host user root."""
     with Sandbox("debian:bookworm", admin_url=fleet.url, user="root", **SMALL) as sandbox:
         mounts = sandbox.exec(["sh", "-c", "grep ' /run/rock ' /proc/mounts"], timeout=20).output.split()
         assert {"nosuid", "nodev", "noexec"} <= set(mounts[3].split(","))
-        planted = sandbox.exec(["sh", "-c", "cp /bin/bash /run/rock/sh && chmod 4755 /run/rock/sh"], timeout=20)
+        plant = "cp /bin/bash /run/rock/sh && chmod 4755 /run/rock/sh"
+        planted = sandbox.exec(["sh", "-c", plant], timeout=20)
         assert planted.exit_code == 0
         host_dir = Path(sandbox.refresh().host_dir or "")
         flags = os.statvfs(host_dir).f_flag
@@ -90,7 +91,7 @@ def test_the_socket_folder_is_nosuid_nodev_noexec_and_owner_only(fleet: Fleet):
         assert stat.S_IMODE((host_dir / "rocklet.sock").stat().st_mode) == 0o600
 
 
-def test_the_rocklet_refuses_a_request_without_its_token(fleet: Fleet):
+def test_the_rocklet_refuses_a_request_without_its_token(fleet: LocalFleet):
     """Any host user who reaches the socket could run commands in the sandbox without an admin key."""
     with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
         socket_path = Path(sandbox.refresh().host_dir or "") / "rocklet.sock"
@@ -104,7 +105,7 @@ def test_the_rocklet_refuses_a_request_without_its_token(fleet: Fleet):
         assert sandbox.run("echo still mine").output == "still mine\n"
 
 
-def test_a_sandbox_that_swaps_its_socket_for_a_symlink_is_failed_not_followed(fleet: Fleet):
+def test_a_sandbox_that_swaps_its_socket_for_a_symlink_is_failed_not_followed(fleet: LocalFleet):
     """Replacing rocklet.sock with a symlink to the Docker socket redirected the worker to dockerd."""
     sandbox = Sandbox("busybox", admin_url=fleet.url, **SMALL)
     try:
@@ -122,15 +123,17 @@ def test_a_sandbox_that_swaps_its_socket_for_a_symlink_is_failed_not_followed(fl
     _assert_removed(fleet, sandbox.id)
 
 
-def test_a_sandbox_over_its_disk_limit_is_stopped(fleet: Fleet):
+def test_a_sandbox_over_its_disk_limit_is_stopped(fleet: LocalFleet):
     """`dd` wrote 21 GB inside a default sandbox; writes to the socket folder landed on the host."""
     sandbox = Sandbox("python:3.11", admin_url=fleet.url, disk="200m", **SMALL)
     try:
-        into_host = sandbox.exec(["sh", "-c", "dd if=/dev/zero of=/run/rock/fill bs=1M count=200"], timeout=60)
+        fill_host = "dd if=/dev/zero of=/run/rock/fill bs=1M count=200"
+        into_host = sandbox.exec(["sh", "-c", fill_host], timeout=60)
         assert into_host.exit_code != 0 and "No space left" in into_host.output
         sandbox.exec(["rm", "/run/rock/fill"], timeout=20)
         with pytest.raises(SandboxFailed) as caught:
-            sandbox.exec(["sh", "-c", "dd if=/dev/zero of=/var/tmp/fill bs=1M count=2000; sleep 60"], timeout=120)
+            fill_layer = "dd if=/dev/zero of=/var/tmp/fill bs=1M count=2000; sleep 60"
+            sandbox.exec(["sh", "-c", fill_layer], timeout=120)
         assert caught.value.reason == FailureReason.DISK_QUOTA
         info = sandbox.refresh()
         assert (info.state, info.failure_reason) == (SandboxState.FAILED, FailureReason.DISK_QUOTA)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from rock.admin.config import KeyPolicy
-from rock.sdk.types import Heartbeat, WorkerCapacity
+from rock.worker.contract import Heartbeat, WorkerCapacity
 
 USER_KEY = "u" * 24
 WORKER_TOKEN = "w" * 32

@@ -20,7 +20,7 @@ from roll.rollout.agentic.expert import ExpertStep, oracle_expert
 from roll.rollout.agentic.imitation import expert_from_record
 from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from roll.rollout.agentic.serving import EngineServer
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
@@ -46,8 +46,8 @@ def scripted(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
 
 @pytest.fixture(scope="module")
 def fleet_url() -> Iterator[str]:
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     with LocalFleet(slots=4) as fleet:

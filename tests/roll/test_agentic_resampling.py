@@ -11,7 +11,7 @@ import pytest
 
 from roll.rollout.agentic.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
 from roll.rollout.agentic.resampling import SequentialRollback, crucial_fork
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
 

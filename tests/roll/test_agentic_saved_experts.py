@@ -16,7 +16,7 @@ from roll.rollout.agentic.expert import ExpertStep, oracle_expert
 from roll.rollout.agentic.expert_book import ORACLE, ExpertBook
 from roll.rollout.agentic.expert_store import task_fingerprint
 from roll.types import Chunk
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
 

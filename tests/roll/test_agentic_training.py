@@ -26,7 +26,7 @@ from roll.rollout.agentic.rounds import EpisodeRunner, resample_round
 from roll.rollout.agentic.serving import EngineServer
 from roll.rollout.agentic.training import RoundTrainer
 from roll.trainer.packing import PackedBatch, pack_trajectories
-from rome.bench.tasks import Task, load_task
+from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
@@ -35,8 +35,8 @@ MODEL = "builtin:tiny-qwen3-moe"
 
 @pytest.fixture(scope="module")
 def fleet_url() -> Iterator[str]:
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
     with LocalFleet(slots=4) as fleet:

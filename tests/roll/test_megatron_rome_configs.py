@@ -52,13 +52,13 @@ def test_multinode_recipe_gives_trainer_and_engines_their_own_gpus() -> None:
 
 @pytest.mark.parametrize("name", ["ipa_qwen3_30b_a3b.yaml", "ipa_qwen3_30b_a3b_multinode.yaml"])
 def test_recipes_play_a_suite_terminal_task_through_rock(name: str) -> None:
-    from rock.envs.terminal_env import FINISH_ACTION, TERMINAL_PREFIX, load_terminal_task
+    from rome.terminal_tasks.env import FINISH_ACTION, TERMINAL_PREFIX, load_terminal_task
 
     env = _ipa(name).env
     assert env.env_id.startswith(TERMINAL_PREFIX) and env.rock_url is not None
     task_dir = Path(env.env_id.removeprefix(TERMINAL_PREFIX))
     assert not task_dir.is_absolute() and task_dir.parent == Path("rome/tasks/terminal-pro")
-    task = load_terminal_task(f"{TERMINAL_PREFIX}{ROOT / task_dir}")  # what the ROCK admin loads
+    task = load_terminal_task(f"{TERMINAL_PREFIX}{ROOT / task_dir}")  # what the rollout worker loads
     assert task.id == task_dir.name and task.instruction
     assert env.system_prompt is not None and f"the single word {FINISH_ACTION}" in env.system_prompt
     assert env.env_kwargs["max_steps"] == env.max_turns

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -189,6 +190,11 @@ def test_resume_after_the_driver_is_killed(ray_session: None, tmp_path: Path) ->
     driver.wait()
     killed_at = int(latest.read_text().removeprefix("step_"))
     assert killed_at < 3
+    # Its output went to a file, not a terminal: every eval and train step so far is one plain line there.
+    log = (tmp_path / "driver.log").read_text()
+    assert re.search(r"^eval before RL \(step 0\): success \d+% \(\d/2\) · reward ", log, re.M), log
+    for step in range(1, killed_at + 1):
+        assert re.search(rf"^step {step}/3 \[\d+s\] reward [-+]\d\.\d{{3}} · success ", log, re.M), log
 
     train(validate_config(TrainConfig, {**config, "resume": True}))
     check_run(run_dir, steps=3, async_ratio=1)  # each step exactly once, across the kill

@@ -160,51 +160,31 @@ async def test_real_engine_episode_records_engine_tokens_and_logprobs(tiny_moe: 
 
 
 @pytest.fixture(scope="module")
-def rock_envs_url() -> Iterator[str]:
-    """ROCK's env service on loopback over a local fleet of root sandboxes (terminal tasks want root)."""
-    import threading
-    import time
-
-    import uvicorn
-
-    from rock.envs.routes import create_app
+def rock_admin_url() -> Iterator[str]:
+    """A local ROCK fleet (terminal tasks get root sandboxes on any admin)."""
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
-    from rock.testing import free_port
-    from rome.bench.fleet import LocalFleet
 
     ensure_base_images()
-    port = free_port()
     with LocalFleet(slots=2) as fleet:
-        server = uvicorn.Server(
-            uvicorn.Config(create_app(fleet.url), host="127.0.0.1", port=port, log_level="warning")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        try:
-            deadline = time.monotonic() + 30
-            while not server.started:
-                assert thread.is_alive() and time.monotonic() < deadline, "the env service did not start"
-                time.sleep(0.05)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=60)
+        yield fleet.url
 
 
 @pytest.mark.docker
 @pytest.mark.slow
 async def test_terminal_task_through_rock_is_played_with_bash_actions(
-    tiny_moe: LoadedModel, rock_envs_url: str
+    tiny_moe: LoadedModel, rock_admin_url: str
 ) -> None:
-    """`terminal:<task dir>` through rock.make: the scripted LLM double solves a real suite task in bash,
-    then says `finish`; the task's own tests grade it. Without the solution the same episode fails."""
+    """`terminal:<task dir>` played from the rollout worker in a sandbox of the fleet: the scripted LLM double
+    solves a real suite task in bash, then says `finish`; the task's own tests
+    grade it. Without the solution the same episode fails."""
     from roll.engine.types import GenerateRequest
     from roll.rollout.agentic.scripted_engine import ScriptedEngine
 
     task = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro" / "trapezoid-integral"
     solution = (task / "solution" / "solve.sh").read_text()
     env = GEMEnvConfig(
-        env_id=f"terminal:{task}", rock_url=rock_envs_url, env_kwargs={"max_steps": 4}, max_turns=4
+        env_id=f"terminal:{task}", rock_url=rock_admin_url, env_kwargs={"max_steps": 4}, max_turns=4
     )
     manager = GEMEnvManager(env, tiny_moe.tokenizer)
 

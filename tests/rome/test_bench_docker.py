@@ -12,9 +12,9 @@ import pytest
 
 from rome.bench.cli import DEFAULT_TASKS
 from rome.bench.runner import run_trials, sandbox_provider, trial_path
-from rome.bench.sandbox import SandboxProvider
-from rome.bench.tasks import load_tasks
 from rome.bench.validate import validate_tasks
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 
 from rome.bench.cli import DEFAULT_TASKS
-from rome.bench.tasks import load_tasks
-from rome.bench.trial import parse_reward_file, pytest_reward
+from rome.terminal_tasks.task import load_tasks
+from rome.terminal_tasks.verifier import parse_reward_file, pytest_reward
 
 DOMAINS = {
     "data-processing",

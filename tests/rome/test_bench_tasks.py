@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rome.bench.tasks import Task, TaskLoadError, load_task, load_tasks
+from rome.terminal_tasks.task import Task, TaskLoadError, load_task, load_tasks
 
 HARBOR_TOML = """
 version = "1.0"

@@ -22,8 +22,8 @@ from iflow.todos import TodoStore
 from roll.rollout.agentic.expert import ExpertStep
 from roll.rollout.agentic.prefill import CONTINUE_PROMPT, prefilled_history
 from rome.bench.agents import AgentOutcome
-from rome.bench.sandbox import TrialSandbox
-from rome.bench.tasks import Task
+from rome.terminal_tasks.sandbox import TrialSandbox
+from rome.terminal_tasks.task import Task
 
 __all__ = ["CONTINUE_PROMPT", "ResampledIflowAgent", "expert_messages"]
 
@@ -54,7 +54,7 @@ class ResampledIflowAgent:
         self.max_turns = max_turns
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.bench.rock_sandbox import RockSandbox
+        from rome.terminal_tasks.rock_sandbox import RockSandbox
 
         if not isinstance(sandbox, RockSandbox):
             return AgentOutcome(error="agent-native rollouts run their tools through ROCK sandboxes")

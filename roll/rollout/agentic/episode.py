@@ -15,10 +15,10 @@ from roll.rollout.agentic.expert import ExpertStep
 from roll.rollout.agentic.in_sandbox import InSandboxIflowAgent
 from roll.types import Trajectory
 from rome.bench.iflow_agent import resolve_endpoint
-from rome.bench.images import TaskImageError, ensure_image
-from rome.bench.rock_sandbox import RockProvider
-from rome.bench.tasks import Task
 from rome.bench.trial import TrialResult, run_trial
+from rome.terminal_tasks.images import TaskImageError, ensure_image
+from rome.terminal_tasks.rock_sandbox import RockProvider
+from rome.terminal_tasks.task import Task
 
 
 @dataclass

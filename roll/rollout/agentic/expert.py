@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rome.bench.tasks import Task
+from rome.terminal_tasks.task import Task
 
 SHELL_TOOL = "run_shell_command"
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")

@@ -25,8 +25,8 @@ from pathlib import Path
 from rock.envs.gem_image import cache_root, installed_pins
 from rock.proxy.client import ProxyClient
 from rome.bench.agents import AgentOutcome
-from rome.bench.sandbox import TrialSandbox
-from rome.bench.tasks import Task
+from rome.terminal_tasks.sandbox import TrialSandbox
+from rome.terminal_tasks.task import Task
 
 AGENT_REQUIREMENTS = ("httpx", "pydantic", "typer", "rich", "prompt_toolkit", "pyyaml")
 BUNDLE_DIR = "/var/tmp/ale-agent"  # /tmp is noexec in sandboxes: pydantic-core could not load
@@ -102,7 +102,7 @@ class InSandboxIflowAgent:
         self.prefix = prefix or []
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.bench.rock_sandbox import RockSandbox
+        from rome.terminal_tasks.rock_sandbox import RockSandbox
 
         if not isinstance(sandbox, RockSandbox):
             return AgentOutcome(error="the in-sandbox agent needs a ROCK sandbox")

@@ -37,6 +37,7 @@ __all__ = ["IPATerminalConfig", "main", "run"]
 def run(config: IPATerminalConfig) -> dict[str, Any]:
     from rich.console import Console
 
+    from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
     from rock.proxy import ProxyConfig
     from rock.proxy.server import ProxyThread
@@ -50,8 +51,7 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
     from roll.rollout.agentic.rounds import EpisodeRunner, evaluate, resample_round
     from roll.rollout.agentic.serving import EngineServer
     from roll.rollout.agentic.training import RoundTrainer
-    from rome.bench.fleet import LocalFleet
-    from rome.bench.tasks import Task, load_task
+    from rome.terminal_tasks.task import Task, load_task
 
     began = time.monotonic()
     # Written to a log, rich would wrap at 80 columns and cut the per-round table's task names.
@@ -101,7 +101,7 @@ def run(config: IPATerminalConfig) -> dict[str, Any]:
 
     with (
         EngineServer(loaded) as engine,
-        LocalFleet(slots=config.parallel_episodes) as fleet,
+        LocalFleet(slots=config.parallel_episodes, stop_with_parent=True) as fleet,
         ProxyThread(proxy_config(config.temperature)) as train_proxy,
         ProxyThread(proxy_config(config.eval.temperature)) as eval_proxy,
     ):

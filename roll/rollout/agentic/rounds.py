@@ -27,7 +27,7 @@ from roll.rollout.agentic.expert_book import ExpertBook, TaskExpert
 from roll.rollout.agentic.resampling import SequentialRollback
 
 if TYPE_CHECKING:
-    from rome.bench.tasks import Task
+    from rome.terminal_tasks.task import Task
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The harness's sandboxes on a ROCK fleet, through the ROCK SDK (`rock.sdk.Sandbox`)."""
+"""Terminal tasks' sandboxes on a ROCK fleet, through the ROCK SDK (`rock.sdk.Sandbox`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rock.sdk import CommandTimeout, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
-from rome.bench.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
-from rome.bench.tasks import Task
+from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
+from rome.terminal_tasks.task import Task
 
 # A trial's sandbox lives at most this long past its agent's and verifier's timeouts.
 TTL_MARGIN_SEC = 900.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from rome.bench.tasks import Task
+from rome.terminal_tasks.task import Task
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()

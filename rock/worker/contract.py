@@ -1,0 +1,93 @@
+"""The admin↔worker wire contract: every request and reply model of that hop, imported by both ends.
+
+Calls on a sandbox the admin forwards unchanged from its users (run, exec, sessions, forward) reuse the SDK's
+request models; their replies are the rocklet's (`rock.rocklet.types`), passed through. Everything else the
+two speak (creating a container, listing them, heartbeats) is defined here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rock.sdk.types import (
+    ExecRequest,
+    ForwardRequest,
+    RunRequest,
+    SandboxSpec,
+    SessionRequest,
+    WorkerCapacity,
+)
+
+__all__ = [
+    "HEARTBEAT_PATH",
+    "CreateOnWorker",
+    "CreatedOnWorker",
+    "ExecRequest",
+    "ForwardRequest",
+    "Heartbeat",
+    "HeartbeatReply",
+    "RunRequest",
+    "SessionAck",
+    "SessionRequest",
+    "WorkerCapacity",
+    "WorkerSandbox",
+    "sandbox_path",
+]
+
+HEARTBEAT_PATH = "/v1/workers/heartbeat"
+"""On the admin: where workers post `Heartbeat` (with the worker credential) and get `HeartbeatReply`."""
+
+
+def sandbox_path(sandbox_id: str | None = None, op: str | None = None) -> str:
+    """On a worker: /v1/sandboxes, /v1/sandboxes/ID, or /v1/sandboxes/ID/OP."""
+    path = "/v1/sandboxes" if sandbox_id is None else f"/v1/sandboxes/{sandbox_id}"
+    return path if op is None else f"{path}/{op}"
+
+
+class CreateOnWorker(BaseModel):
+    """POST /v1/sandboxes on a worker: start the container of a sandbox the admin has placed there."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    spec: SandboxSpec
+    owner: str
+
+
+class CreatedOnWorker(BaseModel):
+    """The reply to `CreateOnWorker` once the sandbox's rocklet answers."""
+
+    host_dir: str
+    """The sandbox's folder on the worker's host (its rocklet socket lives there)."""
+
+
+class SessionAck(BaseModel):
+    """The reply to opening or closing a shell session."""
+
+    name: str
+
+
+class WorkerSandbox(BaseModel):
+    """One container as its worker sees it."""
+
+    id: str
+    status: Literal["running", "exited", "oom_killed", "disk_quota", "socket_tampered"]
+    detail: str | None = None
+
+
+class Heartbeat(BaseModel):
+    worker_id: str
+    listed_at: datetime
+    """When the worker listed its containers: sandboxes started after it may be missing from the list."""
+    url: str
+    capacity: WorkerCapacity
+    sandboxes: list[WorkerSandbox] | None = None
+    """None when listing the containers took too long this time: the admin reconciles at a later beat."""
+
+
+class HeartbeatReply(BaseModel):
+    remove: list[str]
+    """Sandboxes the admin no longer wants: the worker removes their containers."""

@@ -1,0 +1,86 @@
+"""The agent of a collection trial: iFlow's own loop on the host, its tools in the trial's ROCK sandbox, its
+model at the proxy. It keeps the history and tool schemas it ran with, which become the trajectory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from iflow.agent import ApprovalMode, TerminationReason
+from iflow.agent.build import AgentOptions, AgentParts, build_agent, llm_config
+from iflow.agent.runtime import AgentConfig
+from iflow.executors.rock import RockExecutor
+from iflow.llm import LLMClient
+from iflow.settings import load_settings
+from iflow.todos import TodoStore
+from rome.bench.agents import AgentOutcome, CommandRecord
+from rome.data.types import tool_steps
+from rome.terminal_tasks.sandbox import TrialSandbox
+from rome.terminal_tasks.task import Task
+
+
+class CollectingAgent:
+    """A rome-bench `Agent` for one trial; after `run`, `messages` and `tools` hold what iFlow did."""
+
+    def __init__(self, name: str, base_url: str, model: str, max_turns: int) -> None:
+        self.name = name
+        self.base_url, self.model, self.max_turns = base_url, model, max_turns
+        self.messages: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+
+    def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
+        from rome.terminal_tasks.rock_sandbox import RockSandbox
+
+        if not isinstance(sandbox, RockSandbox):
+            return AgentOutcome(
+                error="collection runs iFlow's tools through ROCK sandboxes: use --sandbox rock"
+            )
+        cwd = Path(tempfile.mkdtemp(prefix="rome-data-"))  # no host memory or hooks leak into the agent
+        try:
+            options = AgentOptions(
+                cwd=cwd, base_url=self.base_url, model=self.model, approval_mode=ApprovalMode.YOLO
+            )
+            settings = load_settings(cwd)
+            llm = LLMClient(llm_config(settings, options).model_copy(update={"timeout_s": timeout}))
+            executor = RockExecutor(sandbox.rock, workdir=sandbox.workdir)
+            config = AgentConfig(
+                approval_mode=ApprovalMode.YOLO,
+                context=settings.context,
+                max_time_s=timeout,
+                max_turns=self.max_turns,
+            )
+            parts = AgentParts(settings, options, llm, executor, TodoStore(executor.workdir), config)
+            agent = build_agent(parts)
+            try:
+                result = agent.run(task.instruction)
+            finally:
+                self.messages = [dict(m) for m in agent.messages]
+                self.tools = [tool.schema() for tool in agent.tools.values()]
+                agent.close()
+                llm.close()
+        finally:
+            shutil.rmtree(cwd, ignore_errors=True)
+        commands = [
+            CommandRecord(
+                phase="agent",
+                command=step.command or step.raw_arguments,
+                exit_code=None,
+                duration_sec=0.0,
+                timed_out=False,
+            )
+            for step in tool_steps(self.messages)
+        ]
+        log = f"[iflow] {result.termination.value}: {result.rounds} rounds"
+        error = None
+        if result.termination is not TerminationReason.COMPLETED:
+            error = f"iflow stopped: {result.termination.value}" + (
+                f" ({result.error})" if result.error else ""
+            )
+        return AgentOutcome(
+            timed_out=result.termination is TerminationReason.MAX_TIME,
+            error=error,
+            log=log,
+            commands=commands,
+        )

@@ -1,0 +1,203 @@
+"""`rome data`: generate task families, validate them, collect and filter trajectories, export SFT data.
+
+Heavy imports (docker, iflow, the proxy) happen inside the command that needs them, so `--help` is instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    help="The ROME data pipeline: tasks -> validation -> trajectories -> filters -> SFT data.",
+    no_args_is_help=True,
+)
+console = Console()
+errors = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    errors.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def parse_knobs(pairs: list[str] | None) -> dict[str, object]:
+    knobs: dict[str, object] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise fail(f"--knob {pair!r} is not KEY=VALUE (e.g. --knob level=1)")
+        knobs[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+    return knobs
+
+
+@app.command()
+def families() -> None:
+    """List the task families: name, domain, knobs (one per line)."""
+    from rome.data.families import FAMILIES
+
+    for family in FAMILIES.values():
+        typer.echo(f"{family.name}\t{family.domain}\t{family.knob_help()}")
+
+
+@app.command()
+def generate(
+    family: Annotated[str, typer.Argument(help="Family name (see `rome data families`).")],
+    out: Annotated[Path, typer.Option(help="Task-set folder (made if needed; existing tasks are kept).")],
+    n: Annotated[int, typer.Option(min=1, help="Instances to generate.")] = 10,
+    seed: Annotated[
+        int, typer.Option(min=0, help="Seed of the first instance; the next get seed+1, ...")
+    ] = 0,
+    knob: Annotated[list[str] | None, typer.Option(help="KEY=VALUE difficulty knob (repeatable).")] = None,
+) -> None:
+    """Generate N instances of a family in the Harbor layout, deterministic in their seeds."""
+    from rome.data.families import KnobError, UnknownFamily
+    from rome.data.taskset import TaskSetError
+    from rome.data.taskset import generate as run
+
+    try:
+        report = run(family, n, seed, out, parse_knobs(knob))
+    except (UnknownFamily, KnobError, TaskSetError) as error:
+        raise fail(str(error)) from error
+    console.print(f"{family}: {len(report.written)} written, {len(report.unchanged)} already there, in {out}")
+
+
+@app.command()
+def split(
+    tasks: Annotated[Path, typer.Argument(help="Task-set folder.")],
+    eval_fraction: Annotated[float, typer.Option(help="Share of seeds held out for evaluation.")] = 0.2,
+) -> None:
+    """Record train and eval instances in split.json; a seed is wholly train or wholly eval."""
+    from rome.data.taskset import TaskSetError
+    from rome.data.taskset import split as run
+
+    try:
+        result = run(tasks, eval_fraction)
+    except TaskSetError as error:
+        raise fail(str(error)) from error
+    console.print(
+        f"{len(result.train)} train instances ({len(result.train_seeds)} seeds), {len(result.eval)} eval "
+        f"({len(result.eval_seeds)} seeds); written to {tasks / 'split.json'}"
+    )
+
+
+SandboxOption = Annotated[str, typer.Option(help="rock (a private local fleet, or --admin-url) or docker.")]
+AdminOption = Annotated[
+    str | None, typer.Option(envvar="ROCK_ADMIN_URL", help="Use this ROCK admin instead of a private fleet.")
+]
+
+
+def _progress(total: int, label: str):  # type: ignore[no-untyped-def]
+    from rome.bench.cli import _Progress
+
+    return _Progress(total, label)
+
+
+def _taskset_or_exit(tasks: Path):  # type: ignore[no-untyped-def]
+    from rome.data.taskset import TaskSetError, read_manifest
+
+    try:
+        return read_manifest(tasks)
+    except TaskSetError as error:
+        raise fail(str(error)) from error
+
+
+@app.command()
+def validate(
+    tasks: Annotated[Path, typer.Argument(help="Task-set folder.")],
+    concurrency: Annotated[int, typer.Option(min=1, help="Trials run at once.")] = 2,
+    output: Annotated[
+        Path | None, typer.Option(help="Folder for the trials (default TASKS/.trials/validate).")
+    ] = None,
+    sandbox: SandboxOption = "rock",
+    admin_url: AdminOption = None,
+) -> None:
+    """Oracle passes, nop fails, oracle passes again: invalid instances are listed and excluded downstream."""
+    from rich.table import Table
+
+    from rome.bench.runner import SANDBOX_KINDS, sandbox_provider
+    from rome.data.validate import validate_taskset
+
+    manifest = _taskset_or_exit(tasks)
+    if sandbox not in SANDBOX_KINDS:
+        raise fail(f"unknown --sandbox {sandbox!r}; choose one of {', '.join(SANDBOX_KINDS)}")
+    output = output or tasks / ".trials" / "validate"
+    progress = _progress(3 * len(manifest.instances), "validate:")
+    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+        result = validate_taskset(tasks, output, provider, concurrency, on_trial=progress)
+    table = Table(title=f"invalid instances of {tasks} (excluded)")
+    for col in ("task", "reasons"):
+        table.add_column(col)
+    for task_id, reasons in result.invalid.items():
+        table.add_row(task_id, "; ".join(reasons))
+    if result.invalid:
+        console.print(table)
+    console.print(
+        f"{len(result.valid)} valid, {len(result.invalid)} invalid ({len(result.flaky)} flaky) of "
+        f"{len(result.verdicts)}; verdicts in {tasks / 'validation.json'}, trials in {output}"
+    )
+    if not result.valid:
+        raise typer.Exit(1)
+
+
+@app.command()
+def collect(
+    tasks: Annotated[Path, typer.Argument(help="Task-set folder (its valid instances, if validated).")],
+    out: Annotated[Path, typer.Option(help="JSONL file of trajectories to write.")],
+    agent: Annotated[str, typer.Option(help="oracle-teacher | iflow")] = "oracle-teacher",
+    model: Annotated[str | None, typer.Option(help="iflow: an OpenAI-compatible URL or builtin:ID.")] = None,
+    attempts: Annotated[int, typer.Option(min=1, help="Attempts per instance.")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once.")] = 2,
+    mistake_rate: Annotated[
+        float,
+        typer.Option(min=0, max=1, help="oracle-teacher: share of attempts with a failed-then-fixed step."),
+    ] = 0.3,
+    max_turns: Annotated[int, typer.Option(min=1, help="Model calls per episode at most.")] = 30,
+    admin_url: AdminOption = None,
+) -> None:
+    """Run the agent on every valid instance in ROCK sandboxes, its model calls recorded by the proxy."""
+    from rome.bench.runner import sandbox_provider
+    from rome.data.collect import AGENTS, CollectError, CollectSettings
+    from rome.data.collect import collect as run
+
+    manifest = _taskset_or_exit(tasks)
+    if agent not in AGENTS:
+        raise fail(f"unknown --agent {agent!r}; choose one of {', '.join(AGENTS)}")
+    settings = CollectSettings(
+        agent=agent,
+        model=model,
+        attempts=attempts,
+        concurrency=concurrency,  # type: ignore[arg-type]
+        mistake_rate=mistake_rate,
+        max_turns=max_turns,
+    )
+    if agent == "iflow" and model and model.startswith(("http://", "https://")):
+        from rome.data.collect import check_endpoint
+
+        try:
+            check_endpoint(model)
+        except CollectError as error:
+            raise fail(str(error)) from error
+    progress = _progress(len(manifest.instances) * attempts, "collect:")
+    counts = [0, 0]
+
+    def on_record(record) -> None:  # type: ignore[no-untyped-def]
+        counts[0 if record.verifier.passed else 1] += 1
+        progress.progress.update(
+            progress.bar,
+            advance=1,
+            description=f"collect: [green]{counts[0]} resolved[/green] [red]{counts[1]} not[/red]",
+        )
+
+    try:
+        with progress.progress, sandbox_provider("rock", admin_url) as provider:
+            stats = run(tasks, out, settings, provider, on_record)
+    except CollectError as error:
+        raise fail(str(error)) from error
+    console.print(
+        f"{stats.trajectories} trajectories ({stats.resolved} resolved) on {stats.tasks} instances "
+        f"({stats.skipped_invalid} invalid skipped) in {stats.seconds:.0f} s -> {out}"
+    )

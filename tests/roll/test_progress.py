@@ -1,0 +1,58 @@
+"""Progress wherever a run is watched: a live bar in a terminal, one plain line per step and eval in a log."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from rich.console import Console
+
+from roll.pipeline.display import eval_line
+from roll.progress import StepProgress
+
+LONG_INFO = "reward +0.250 · success 25% · " + "x" * 150  # longer than any console is wide
+
+
+def test_without_a_terminal_every_update_is_one_plain_line() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=80)
+    with StepProgress(console, total=3, start=1, name="step") as progress:
+        progress.update(2, LONG_INFO)
+        progress.update(3, "[bold]not markup[/bold]")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"step 2/3 \[\d+s\] " + re.escape(LONG_INFO), lines[0])
+    assert re.fullmatch(r"step 3/3 \[\d+s\] \[bold\]not markup\[/bold\]", lines[1])
+
+
+def test_in_a_terminal_the_bar_is_live_and_writes_no_plain_lines() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=200)
+    with StepProgress(console, total=3, start=0, name="SFT step") as progress:
+        progress.update(1, "loss 1.2345")
+    text = out.getvalue()
+    assert "loss 1.2345" in text and "1/3" in text
+    assert "\x1b[" in text  # drawn with terminal control sequences
+    assert not re.search(r"SFT step 1/3 \[\d+s\]", text)
+
+
+def test_eval_line_says_what_was_won_out_of_what_was_played() -> None:
+    record = {
+        "step": 0,
+        "label": "after SFT",
+        "episodes": 64,
+        "success": 52 / 64,
+        "reward": 0.8125,
+        "turns": 3.25,
+        "failed": 0,
+        "time_s": 95.4,
+    }
+    assert eval_line(record) == (
+        "eval after SFT (step 0): success 81% (52/64) · reward +0.812 · 3.2 turns · 95s"
+    )
+    record |= {"episodes": 62, "success": 31 / 62, "failed": 2}
+    assert eval_line(record) == (
+        "eval after SFT (step 0): success 50% (31/62) · reward +0.812 · 3.2 turns · 2 failed to run · 95s"
+    )
+    nothing = {"step": 4, "label": "after RL", "episodes": 0, "failed": 64, "time_s": 3.0}
+    assert eval_line(nothing) == "eval after RL (step 4): no episode finished (64 failed to run)"
