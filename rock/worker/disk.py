@@ -8,7 +8,9 @@ one interval plus one measurement.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import docker
@@ -16,6 +18,7 @@ import docker.errors
 
 from rock.worker.containers import container_name
 
+log = logging.getLogger("rock.worker")
 CHECK_INTERVAL = 1.0
 """Seconds between two measurements of the sandboxes' upper layers."""
 
@@ -63,6 +66,26 @@ class DiskWatch:
         self._watched: dict[str, tuple[Path, int]] = {}
         self.exceeded: dict[str, str] = {}
         """Sandbox id -> why it was stopped."""
+
+    async def start(self, start: Callable[..., Awaitable[str]]) -> str:
+        """`start(disk_quota=...)` with Docker's hard disk limit; once Docker refuses it (its storage driver
+        cannot), without it from then on, this watch enforcing the limit instead."""
+        if self.hard_limits is not False:
+            try:
+                container_id = await start(disk_quota=True)
+            except docker.errors.APIError as exc:
+                if not storage_opt_unsupported(exc):
+                    raise
+                log.warning(
+                    "Docker here cannot limit a container's disk (%s); this worker measures each sandbox's "
+                    "writes instead and stops the ones over their limit (a soft limit: see docker/README.md)",
+                    exc.explanation or exc,
+                )
+                self.hard_limits = False
+            else:
+                self.hard_limits = True
+                return container_id
+        return await start(disk_quota=False)
 
     def watch(self, sandbox_id: str, upper: Path, limit: int) -> None:
         self._watched[sandbox_id] = (upper, limit)

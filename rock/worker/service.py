@@ -60,6 +60,7 @@ class WorkerService:
         self._oom_counters: dict[str, tuple[Path, str]] = {}
         self._removing: set[str] = set()
         self._disk = DiskWatch()
+        self._closing = False
         self._tampered: dict[str, str] = {}
         """Sandbox id -> how it replaced its rocklet's socket."""
         self._rocklet_key = b""
@@ -111,6 +112,7 @@ class WorkerService:
 
     async def close(self) -> None:
         """Stop heartbeating; containers stay, to be adopted when a worker with this id starts again."""
+        self._closing = True
         for task in (self._heartbeats, self._disk_checks):
             if task is not None:
                 task.cancel()
@@ -227,7 +229,7 @@ class WorkerService:
                 env=rocklet_container_env(),
             )
             try:
-                container_id = await self._start_container(start)
+                container_id = await self._disk.start(lambda **limit: self._blocking(start, **limit))
             except docker.errors.APIError as exc:
                 await self._remove(sandbox_id)
                 raise SandboxFailed(
@@ -253,26 +255,6 @@ class WorkerService:
             return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
-
-    async def _start_container(self, start: Callable[..., str]) -> str:
-        """Start with Docker's hard disk limit; once Docker refuses it (its storage driver cannot), without
-        it from then on, the disk watch enforcing the limit instead."""
-        if self._disk.hard_limits is not False:
-            try:
-                container_id = await self._blocking(start, disk_quota=True)
-            except docker.errors.APIError as exc:
-                if not disk.storage_opt_unsupported(exc):
-                    raise
-                log.warning(
-                    "Docker here cannot limit a container's disk (%s); this worker measures each sandbox's "
-                    "writes instead and stops the ones over their limit (a soft limit: see docker/README.md)",
-                    exc.explanation or exc,
-                )
-                self._disk.hard_limits = False
-            else:
-                self._disk.hard_limits = True
-                return container_id
-        return await self._blocking(start, disk_quota=False)
 
     async def _start_rocklet(self, client: RockletClient, sandbox_id: str, spec: SandboxSpec) -> None:
         """Wait for the rocklet to answer and set the CPU limit; SandboxFailed if either goes wrong.
@@ -398,18 +380,23 @@ class WorkerService:
 
     # heartbeats -------------------------------------------------------------------------------------
     def _watch_oom(self) -> None:
-        """Docker's `oom` events, so an OOM-kill inside a still-running container is noticed too."""
-        try:
-            self._events = self.docker.events(
-                decode=True, filters={"event": "oom", "label": f"{containers.LABEL_WORKER}={self.config.id}"}
-            )
-            for event in self._events:
-                sandbox_id = event.get("Actor", {}).get("Attributes", {}).get(containers.LABEL_SANDBOX)
-                if sandbox_id:
-                    log.warning("sandbox %s was OOM-killed", sandbox_id)
-                    self._oom.add(sandbox_id)
-        except Exception as exc:  # the stream ends when the worker closes it
-            log.debug("oom event stream ended: %r", exc)
+        """Docker's `oom` events, so an OOM-kill inside a still-running container is noticed too. The stream
+        ends when the worker closes it, or when dockerd restarts: then it is opened again."""
+        while not self._closing:
+            try:
+                self._events = self.docker.events(
+                    decode=True,
+                    filters={"event": "oom", "label": f"{containers.LABEL_WORKER}={self.config.id}"},
+                )
+                for event in self._events:
+                    sandbox_id = event.get("Actor", {}).get("Attributes", {}).get(containers.LABEL_SANDBOX)
+                    if sandbox_id:
+                        log.warning("sandbox %s was OOM-killed", sandbox_id)
+                        self._oom.add(sandbox_id)
+            except Exception as exc:  # closed by the worker, or dockerd went away
+                log.debug("oom event stream ended: %r", exc)
+            if not self._closing:
+                time.sleep(1.0)
 
     @property
     def sandbox_count(self) -> int:
@@ -424,11 +411,15 @@ class WorkerService:
         found = await asyncio.get_running_loop().run_in_executor(
             self._heartbeat_pool, containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
         )
-        for sandbox_id, client in list(self._clients.items()):
+        for sandbox in found:
+            client = self._clients.get(sandbox.id)
+            # A container that stopped took its socket with it; only a running one can have replaced it.
+            if client is None or sandbox.status != "running" or sandbox.id in self._tampered:
+                continue
             problem = socket_dir.socket_problem(client.socket_path)
-            if problem is not None and sandbox_id not in self._tampered:
-                log.warning("sandbox %s: %s", sandbox_id, problem)
-                self._tampered[sandbox_id] = problem
+            if problem is not None:
+                log.warning("sandbox %s: %s", sandbox.id, problem)
+                self._tampered[sandbox.id] = problem
         return listed_at, [self._judged(s) for s in found if s.id not in self._removing]
 
     def _judged(self, sandbox: WorkerSandbox) -> WorkerSandbox:

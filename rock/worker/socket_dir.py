@@ -76,6 +76,16 @@ def release_host_dir(host_dir: Path) -> None:
     shutil.rmtree(host_dir, ignore_errors=True)
 
 
+def release_mounts_under(folder: Path) -> None:
+    """Unmount every socket folder still mounted under `folder`: a stopped worker leaves its sandboxes' (for
+    the next worker with its id to adopt), so whoever removes its state folder for good unmounts them."""
+    prefix = f"{folder.resolve()}/"
+    with open("/proc/self/mounts") as mounts:
+        points = [fields[1] for fields in (line.split() for line in mounts) if fields[1].startswith(prefix)]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True, timeout=30)
+
+
 def rocklet_key(state_dir: Path) -> bytes:
     """The worker's key for rocklet tokens (STATE_DIR/rocklet.key, owner-only), made on first use."""
     path = state_dir / "rocklet.key"
@@ -97,17 +107,18 @@ def rocklet_token(key: bytes, sandbox_id: str) -> str:
 
 
 def socket_problem(socket_path: str) -> str | None:
-    """What is wrong at the rocklet's socket path (gone, or not a socket), or None if a socket is there."""
+    """What replaced the rocklet's socket (a symlink, a file), or None if a socket or nothing is there (a
+    rocklet removes its socket when it exits: a stopped sandbox, which the container's state tells)."""
     try:
         kind = stat.S_IFMT(os.lstat(socket_path).st_mode)
     except FileNotFoundError:
-        return f"the sandbox removed its rocklet's socket {socket_path}; the worker can no longer reach it"
+        return None
     except OSError as exc:
         return f"the rocklet's socket {socket_path} cannot be examined: {exc.strerror}"
-    if kind != stat.S_IFSOCK:
-        found = "a symlink" if kind == stat.S_IFLNK else "something that is not a socket"
-        return (
-            f"the sandbox replaced its rocklet's socket {socket_path} with {found}; the worker no longer "
-            "talks to it: delete the sandbox and create a new one"
-        )
-    return None
+    if kind == stat.S_IFSOCK:
+        return None
+    found = "a symlink" if kind == stat.S_IFLNK else "something that is not a socket"
+    return (
+        f"the sandbox replaced its rocklet's socket {socket_path} with {found}; the worker no longer talks "
+        "to it: delete the sandbox and create a new one"
+    )
