@@ -101,15 +101,18 @@ class LocalFleet:
         api_key: str | None = None,
         slots: int | None = None,
         admin_args: list[str] | None = None,
+        database_url: str | None = None,
         stop_with_parent: bool = False,
         start_timeout: float = 240.0,
     ) -> None:
-        """`admin_args`: more `rock admin serve` options. `stop_with_parent`: clean up even if this process
-        is killed without leaving the block (rome-bench)."""
+        """`admin_args`: more `rock admin serve` options. `database_url`: the admin's store (passed in the
+        environment, as it may hold a password). `stop_with_parent`: clean up even if this process is killed
+        without leaving the block (rome-bench)."""
         self.state_dir = state_dir or short_tmp("rock-fleet-")
         self.worker_id = worker_id or f"fleet-{os.getpid()}-{self.state_dir.name}"
         self.worker_ids = [self.worker_id]
         self.host, self.start_timeout, self.local_worker = host, start_timeout, local_worker
+        self.api_key = api_key
         self.port = free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.worker_token = secrets.token_urlsafe(24)
@@ -121,7 +124,8 @@ class LocalFleet:
         admin += ["--worker-id", self.worker_id] if local_worker else ["--no-local-worker"]
         admin += ["--worker-slots", str(slots)] if slots is not None and local_worker else []
         admin += admin_args or []
-        self.admin = FleetProcess(admin, self.state_dir / "admin.log", self._secret, self._guard())
+        admin_env = {**self._secret, "ROCK_DATABASE_URL": database_url} if database_url else self._secret
+        self.admin = FleetProcess(admin, self.state_dir / "admin.log", admin_env, self._guard())
         self.workers: list[FleetProcess] = []
         self.worker = self.add_worker(self.worker_id, state_dir=self.state_dir / "worker", slots=slots)
 
@@ -134,21 +138,22 @@ class LocalFleet:
 
     def add_worker(
         self,
-        worker_id: str,
+        worker_id: str | None,
         state_dir: Path | None = None,
         slots: int | None = None,
         extra: list[str] | None = None,
     ) -> FleetProcess:
-        """A `rock worker serve` process for this admin (not started), with its own id and state folder."""
-        if worker_id not in self.worker_ids:
+        """A `rock worker serve` process for this admin (not started); `worker_id` None lets the worker pick
+        its default id (learnt from the admin when the fleet closes, to remove its containers)."""
+        if worker_id is not None and worker_id not in self.worker_ids:
             self.worker_ids.append(worker_id)
         folder = state_dir or self.state_dir / f"w-{worker_id}"
-        args = ["worker", "serve", "--admin", self.url, "--id", worker_id, "--state-dir", str(folder)]
+        args = ["worker", "serve", "--admin", self.url, "--state-dir", str(folder)]
+        args += ["--id", worker_id] if worker_id is not None else []
         args += ["--host", self.host, "--log-level", "info"]
         args += ["--slots", str(slots)] if slots is not None else []
-        process = FleetProcess(
-            [*args, *(extra or [])], self.state_dir / f"worker-{worker_id}.log", self._secret
-        )
+        log = self.state_dir / f"worker-{worker_id or len(self.workers)}.log"
+        process = FleetProcess([*args, *(extra or [])], log, self._secret)
         process.guard = self._guard()
         self.workers.append(process)
         return process
@@ -167,6 +172,11 @@ class LocalFleet:
 
     def health(self) -> dict:
         return httpx.get(f"{self.url}/health", timeout=2).json()
+
+    def registered(self) -> list[dict]:
+        """The admin's `/v1/workers` (id, url, capacity, used, ...)."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.get(f"{self.url}/v1/workers", headers=headers, timeout=5).json()
 
     def wait_for_workers(self, count: int = 1, timeout: float | None = None) -> None:
         timeout = self.start_timeout if timeout is None else timeout
@@ -189,6 +199,8 @@ class LocalFleet:
 
     def close(self) -> None:
         """Stop the processes, remove every container this fleet's workers labelled, and the state folder."""
+        with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, KeyError):
+            self.worker_ids += [w["id"] for w in self.registered() if w["id"] not in self.worker_ids]
         for worker in self.workers:
             worker.stop()
         self.admin.stop()

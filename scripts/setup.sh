@@ -79,6 +79,10 @@ command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 
+step "PostgreSQL server binaries (the ROCK store's PostgreSQL tests and control-plane benchmark start their own)"
+# Only the binaries are used: tests run initdb + postgres in a temporary folder as the package's postgres user.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_install postgresql
+
 step "Local base images (rock image bootstrap)"
 "$VENV/bin/rock" image bootstrap
 

@@ -10,6 +10,7 @@ from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AfterValidator
 
+from rock.admin import responses as R
 from rock.admin.config import KeyPolicy
 from rock.admin.service import Admin
 from rock.envs.hub import EnvHub
@@ -78,28 +79,28 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     async def health() -> dict[str, object]:
         return {"status": "ok", "workers": len(admin.scheduler.workers), "live": admin.live_count}
 
-    @app.get("/metrics")
+    @app.get("/metrics", responses=R.METRICS)
     async def metrics(_caller: Caller) -> Response:
         return Response(generate_latest(admin.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post("/v1/sandboxes", status_code=201)
+    @app.post("/v1/sandboxes", status_code=201, responses=R.CREATE)
     async def create(body: CreateSandboxRequest, who: Caller, request: Request) -> SandboxInfo:
         async with client_watch(request) as gone:
             return await admin.create(body, who, gone)
 
-    @app.get("/v1/sandboxes")
+    @app.get("/v1/sandboxes", responses=R.errors())
     async def list_sandboxes(who: Caller, all: bool = False) -> list[SandboxInfo]:
         return admin.list(who, include_deleted=all)
 
-    @app.get("/v1/sandboxes/{sandbox_id}")
+    @app.get("/v1/sandboxes/{sandbox_id}", responses=R.errors(*R.SANDBOX))
     async def get(sandbox_id: str, who: Caller) -> SandboxInfo:
         return admin.get(sandbox_id, who)
 
-    @app.delete("/v1/sandboxes/{sandbox_id}")
+    @app.delete("/v1/sandboxes/{sandbox_id}", responses=R.errors(*R.SANDBOX))
     async def delete(sandbox_id: str, who: Caller) -> SandboxInfo:
         return await admin.delete(sandbox_id, who)
 
-    @app.post("/v1/sandboxes/{sandbox_id}/run")
+    @app.post("/v1/sandboxes/{sandbox_id}/run", responses=R.COMMAND)
     async def run(sandbox_id: str, body: RunRequest, who: Caller) -> Response:
         return _passthrough(
             await admin.forward(
@@ -107,7 +108,7 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
             )
         )
 
-    @app.post("/v1/sandboxes/{sandbox_id}/exec")
+    @app.post("/v1/sandboxes/{sandbox_id}/exec", responses=R.COMMAND)
     async def exec_(sandbox_id: str, body: ExecRequest, who: Caller) -> Response:
         return _passthrough(
             await admin.forward(
@@ -115,19 +116,19 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
             )
         )
 
-    @app.post("/v1/sandboxes/{sandbox_id}/sessions")
+    @app.post("/v1/sandboxes/{sandbox_id}/sessions", status_code=201, responses=R.FORWARD)
     async def create_session(sandbox_id: str, body: SessionRequest, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "POST", "sessions", json=body.model_dump()))
 
-    @app.delete("/v1/sandboxes/{sandbox_id}/sessions/{name}")
+    @app.delete("/v1/sandboxes/{sandbox_id}/sessions/{name}", responses=R.FORWARD)
     async def close_session(sandbox_id: str, name: SessionName, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "DELETE", f"sessions/{name}"))
 
-    @app.get("/v1/sandboxes/{sandbox_id}/files")
+    @app.get("/v1/sandboxes/{sandbox_id}/files", responses=R.READ)
     async def read_file(sandbox_id: str, path: SandboxPath, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "GET", "files", params={"path": path}))
 
-    @app.put("/v1/sandboxes/{sandbox_id}/files")
+    @app.put("/v1/sandboxes/{sandbox_id}/files", responses=R.FILES)
     async def write_file(
         sandbox_id: str, path: SandboxPath, request: Request, who: Caller, mode: FileMode = None
     ) -> Response:
@@ -138,7 +139,7 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
             )
         )
 
-    @app.post("/v1/sandboxes/{sandbox_id}/upload")
+    @app.post("/v1/sandboxes/{sandbox_id}/upload", responses=R.FILES)
     async def upload(sandbox_id: str, dest: SandboxPath, request: Request, who: Caller) -> Response:
         return _passthrough(
             await admin.forward(
@@ -152,21 +153,21 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
             )
         )
 
-    @app.get("/v1/sandboxes/{sandbox_id}/download")
+    @app.get("/v1/sandboxes/{sandbox_id}/download", responses=R.DOWNLOAD)
     async def download(sandbox_id: str, path: SandboxPath, who: Caller) -> Response:
         return _passthrough(
             await admin.forward(sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0)
         )
 
-    @app.post("/v1/sandboxes/{sandbox_id}/forward")
+    @app.post("/v1/sandboxes/{sandbox_id}/forward", responses=R.FORWARD)
     async def forward(sandbox_id: str, body: ForwardRequest, who: Caller) -> Response:
         return _passthrough(await admin.forward(sandbox_id, who, "POST", "forward", json=body.model_dump()))
 
-    @app.post(HEARTBEAT_PATH, dependencies=[Depends(worker_caller)])
+    @app.post(HEARTBEAT_PATH, dependencies=[Depends(worker_caller)], responses=R.WORKER)
     async def heartbeat(beat: Heartbeat) -> HeartbeatReply:
         return admin.heartbeat(beat)
 
-    @app.get("/v1/workers")
+    @app.get("/v1/workers", responses=R.errors())
     async def workers(_caller: Caller) -> list[WorkerInfo]:
         out = []
         for w in admin.scheduler.workers.values():

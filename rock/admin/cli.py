@@ -25,7 +25,12 @@ def serve(
         Path | None, typer.Option(help="State folder (default $ROCK_HOME or ~/.rock).")
     ] = None,
     database_url: Annotated[
-        str | None, typer.Option(help="SQLAlchemy URL of the store (default sqlite in the state folder).")
+        str | None,
+        typer.Option(
+            envvar="ROCK_DATABASE_URL",
+            help="SQLAlchemy URL of the store (default sqlite in the state folder); PostgreSQL: "
+            "postgresql+psycopg://USER:PASSWORD@HOST/DB with `pip install 'ale[postgres]'`.",
+        ),
     ] = None,
     api_key: Annotated[
         str | None, typer.Option(envvar="ROCK_API_KEY", help="One API key (16+ characters), no quota.")

@@ -66,16 +66,24 @@ class Scheduler:
         self.max_waiting = max_waiting
         self.retry_after = retry_after
         self.workers: dict[str, Worker] = {}
+        self.unreachable: set[str] = set()
+        """Workers a connection just failed to: no placements until their next heartbeat."""
         self._reservations: dict[str, _Reservation] = {}
         self._waiters: deque[_Waiter] = deque()
 
     # workers ----------------------------------------------------------------------------------------
     def upsert_worker(self, worker: Worker) -> None:
         self.workers[worker.id] = worker
+        self.unreachable.discard(worker.id)
         self._dispatch()
 
     def remove_worker(self, worker_id: str) -> None:
         self.workers.pop(worker_id, None)
+        self.unreachable.discard(worker_id)
+
+    def mark_unreachable(self, worker_id: str) -> None:
+        if worker_id in self.workers:
+            self.unreachable.add(worker_id)
 
     def used(self, worker_id: str) -> Demand:
         cpus, memory, slots = 0.0, 0, 0
@@ -89,6 +97,8 @@ class Scheduler:
         """The worker with the most free room left after placing `demand`, or None when none fits."""
         best: tuple[float, str] | None = None
         for worker in self.workers.values():
+            if worker.id in self.unreachable:
+                continue
             room = room_after(worker.capacity, self.used(worker.id), demand)
             if room is not None and (
                 best is None or room > best[0] or (room == best[0] and worker.id < best[1])
@@ -171,6 +181,12 @@ class Scheduler:
             "retry later, ask for less, or add a worker",
             retry_after=self.retry_after,
         )
+
+    def refuse_waiters(self, error: Exception) -> None:
+        """Fail every create still waiting for room with `error` (the admin is stopping)."""
+        for waiter in list(self._waiters):
+            if not waiter.future.done():
+                waiter.future.set_exception(error)
 
     def _dispatch(self) -> None:
         """Give freed room to waiters in arrival order (first fit)."""

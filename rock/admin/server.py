@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -14,6 +15,7 @@ from pydantic import SecretStr
 from rock.admin.app import create_app
 from rock.admin.config import AdminConfig
 from rock.admin.service import Admin
+from rock.sdk.errors import CapacityExceeded
 from rock.serving import QuietSignalsServer, bind, uvicorn_config
 from rock.worker.app import create_worker_app
 from rock.worker.service import WorkerService
@@ -22,6 +24,25 @@ if TYPE_CHECKING:
     from rock.proxy.types import ProxyConfig
 
 log = logging.getLogger("rock.admin")
+
+
+class AdminServer(uvicorn.Server):
+    """Answers the creates still waiting for room as soon as shutdown begins (429, retry), so a restart
+    never leaves them hanging until the connection drops; nothing was created for them."""
+
+    def __init__(self, config: uvicorn.Config, admin: Admin) -> None:
+        super().__init__(config)
+        self.admin = admin
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.admin.scheduler.refuse_waiters(
+            CapacityExceeded(
+                "the admin stopped (a restart, say) while this create waited for room; nothing was created: "
+                "create it again in a few seconds",
+                retry_after=5.0,
+            )
+        )
+        await super().shutdown(sockets)
 
 
 async def serve_admin(
@@ -34,7 +55,7 @@ async def serve_admin(
     admin_port = admin_sock.getsockname()[1]
     admin_host = "127.0.0.1" if config.host in ("0.0.0.0", "::") else config.host
     app = create_app(admin, envs_admin_url=f"http://{admin_host}:{admin_port}")
-    server = uvicorn.Server(uvicorn_config(app, log_level))
+    server = AdminServer(uvicorn_config(app, log_level), admin)
     worker_server: uvicorn.Server | None = None
     worker_task: asyncio.Task[None] | None = None
     if config.local_worker is not None:

@@ -20,7 +20,7 @@ from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
 from rock.admin.states import LIVE, advance, path_to
-from rock.admin.store import SandboxStore
+from rock.admin.store import SandboxStore, safe_url
 from rock.sdk.errors import (
     RockError,
     SandboxFailed,
@@ -93,7 +93,7 @@ class Admin:
                 "%d sandboxes keep running: an admin started again with this state folder (%s) takes them "
                 "back; `rock sandbox rm --all` before stopping removes them instead",
                 len(self._live),
-                self.config.store_url,
+                safe_url(self.config.store_url),
             )
         for task in list(self._tasks):
             task.cancel()
@@ -179,15 +179,7 @@ class Admin:
         self._activity[sandbox_id] = time.time()
         self._save(info)
         try:
-            response = await self._send(
-                worker_id,
-                "POST",
-                sandbox_path(),
-                content=CreateOnWorker(id=sandbox_id, spec=spec, owner=caller.name).model_dump_json(),
-                headers={"Content-Type": "application/json"},
-                timeout=None if spec.build_context else spec.start_timeout + 30.0,
-            )
-            created = CreatedOnWorker.model_validate_json(response.content)
+            created = await self._start_on_worker(info, began + request.queue_timeout)
         except SandboxFailed as exc:
             self._fail(info, _reason(exc.reason), exc.message)
             self.metrics.creates.labels("failed").inc()
@@ -223,6 +215,32 @@ class Admin:
         self.metrics.creates.labels("running").inc()
         self.metrics.create_seconds.observe(time.monotonic() - began)
         return info
+
+    async def _start_on_worker(self, info: SandboxInfo, placement_deadline: float) -> CreatedOnWorker:
+        """Ask the sandbox's worker to start it. A worker that cannot be connected to has started nothing:
+        the sandbox is placed again on another (the unreachable one gets no placements until it heartbeats
+        again), as long as the create's queue_timeout allows."""
+        body = CreateOnWorker(id=info.id, spec=info.spec, owner=info.owner).model_dump_json()
+        while True:
+            assert info.worker_id is not None
+            try:
+                response = await self._send(
+                    info.worker_id,
+                    "POST",
+                    sandbox_path(),
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=None if info.spec.build_context else info.spec.start_timeout + 30.0,
+                )
+                return CreatedOnWorker.model_validate_json(response.content)
+            except WorkerUnavailable:
+                if info.worker_id not in self.scheduler.unreachable or info.id not in self._live:
+                    raise
+            log.warning("worker %s is unreachable: placing sandbox %s again", info.worker_id, info.id)
+            self.scheduler.release(info.id)
+            wait = max(placement_deadline - time.monotonic(), 0.0)
+            worker_id = await self.scheduler.reserve(info.id, _demand(info.spec), info.owner, wait)
+            info = self._save(info.model_copy(update={"worker_id": worker_id}))
 
     async def delete(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
         info = await self._stop(self.get(sandbox_id, caller), detail="deleted by its owner")
@@ -307,6 +325,9 @@ class Admin:
             response = await self.http.request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs
             )  # type: ignore[arg-type]
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            self.scheduler.mark_unreachable(worker_id)
+            raise WorkerUnavailable(f"worker {worker_id} at {worker.url} cannot be reached: {exc!r}") from exc
         except httpx.HTTPError as exc:
             raise WorkerUnavailable(f"worker {worker_id} at {worker.url} did not answer: {exc!r}") from exc
         if response.is_success:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from sqlalchemy import Float, String, Text, create_engine, event, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import Float, String, Text, create_engine, event, exc, select
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from rock.sdk.types import SandboxInfo, SandboxState
@@ -42,16 +42,45 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def safe_url(url: str) -> str:
+    """`url` with its password masked, for logs and error messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except exc.ArgumentError:
+        return "<an unparsable database URL>"
+
+
+class StoreUnavailable(ValueError):
+    """The store cannot be opened: a missing driver, a bad URL, or a database that does not answer."""
+
+
 class SandboxStore:
     """Synchronous and short: each call is one small transaction."""
 
     def __init__(self, url: str) -> None:
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        self._engine: Engine = create_engine(url)
+        shown = safe_url(url)
+        try:
+            self._engine: Engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+        except (ImportError, exc.NoSuchModuleError) as error:
+            raise StoreUnavailable(
+                f"the store {shown} needs a database driver that is not installed ({error}); for "
+                "PostgreSQL: pip install 'ale[postgres]' (psycopg), and write the URL postgresql+psycopg://..."
+            ) from None
+        except exc.ArgumentError as error:
+            raise StoreUnavailable(f"{shown} is not a database URL ({error}); e.g. sqlite:///PATH") from None
         if self._engine.dialect.name == "sqlite":
             event.listen(self._engine, "connect", _sqlite_pragmas)
-        _Base.metadata.create_all(self._engine)
+        try:
+            _Base.metadata.create_all(self._engine)
+        except exc.OperationalError as error:
+            self._engine.dispose()
+            reason = str(error.orig).strip().splitlines()[0]
+            raise StoreUnavailable(
+                f"the store {shown} does not answer ({reason}); check that the database server runs and the "
+                "URL's host, port, user and password"
+            ) from None
 
     def save(self, info: SandboxInfo, last_activity: float) -> None:
         with Session(self._engine) as session, session.begin():

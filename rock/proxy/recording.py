@@ -66,20 +66,32 @@ class DeployMode:
 
         async def lines() -> AsyncIterator[str]:
             assembler = StreamAssembler()
+            recorded = False
+
+            def record() -> None:
+                nonlocal recorded
+                if not recorded:
+                    recorded = True
+                    self.recorder.write(
+                        Recording(
+                            request=request,
+                            response=assembler.result(),
+                            episode_id=episode_id,
+                            latency_s=time.perf_counter() - started,
+                        )
+                    )
+
             try:
                 async for line in response.aiter_lines():
                     assembler.feed_line(line)
+                    # Before the agent reads the end: an agent that hangs up right after `[DONE]` cancels this
+                    # generator at its next step, and its call would otherwise go unrecorded.
+                    if assembler.done:
+                        record()
                     yield line + "\n"
+                record()
             finally:
                 await response.aclose()
-            self.recorder.write(
-                Recording(
-                    request=request,
-                    response=assembler.result(),
-                    episode_id=episode_id,
-                    latency_s=time.perf_counter() - started,
-                )
-            )
 
         return lines()
 

@@ -41,11 +41,14 @@ class StreamAssembler:
     def __init__(self) -> None:
         self.response: dict[str, Any] = {"object": "chat.completion", "choices": []}
         self._choices: dict[int, dict[str, Any]] = {}
+        self.done = False  # the stream's `[DONE]` has been read
 
     def feed_line(self, line: str) -> None:
         if not line.startswith("data:"):
             return
         data = line[5:].strip()
+        if data == "[DONE]":
+            self.done = True
         if not data or data == "[DONE]":
             return
         event = json.loads(data)

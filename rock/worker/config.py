@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import socket
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from rock.sdk.types import parse_memory
 
@@ -25,7 +23,8 @@ class WorkerConfig(BaseModel):
 
     id: str = ""
     """Stable name: a restarted worker with the same id adopts the containers it labelled before. Default:
-    the host name plus a hash of STATE_DIR, so two fleets on one host never touch each other's containers."""
+    the host name plus a hash of STATE_DIR (and -2, -3, ... for more workers on that folder; see
+    rock.worker.identity), so two workers or fleets on one host never share an id."""
     admin_url: str = "http://127.0.0.1:8080"
     host: str = "127.0.0.1"
     port: int = 0
@@ -50,16 +49,9 @@ class WorkerConfig(BaseModel):
         parse_memory(value)
         return value
 
-    @model_validator(mode="after")
-    def _default_id(self) -> WorkerConfig:
-        if not self.id:
-            digest = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:6]
-            self.id = f"{socket.gethostname()}-{digest}"
-        return self
-
     @property
     def run_dir(self) -> Path:
-        return self.state_dir / "run"
+        return self.state_dir / "run" / self.id
 
     def url(self, port: int) -> str:
         return self.advertise_url or f"http://{self.host}:{port}"

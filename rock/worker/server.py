@@ -26,5 +26,5 @@ async def serve_worker(config: WorkerConfig, log_level: str = "warning") -> None
     port = sock.getsockname()[1]
     worker = WorkerService(config)
     server = uvicorn.Server(uvicorn_config(create_worker_app(worker, lambda: port), log_level))
-    logging.getLogger("rock.worker").info("worker %s listens on %s", config.id, config.url(port))
+    logging.getLogger("rock.worker").info("worker %s listens on %s", worker.config.id, config.url(port))
     await server.serve(sockets=[sock])

@@ -37,6 +37,7 @@ from rock.worker import containers, disk, socket_dir
 from rock.worker.config import WorkerConfig
 from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
 from rock.worker.disk import CHECK_INTERVAL, DiskWatch
+from rock.worker.identity import claim_id
 from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
 
 log = logging.getLogger("rock.worker")
@@ -47,7 +48,8 @@ T = TypeVar("T")
 
 class WorkerService:
     def __init__(self, config: WorkerConfig) -> None:
-        self.config = config
+        worker_id, self._id_lock = claim_id(config.state_dir, config.id)
+        self.config = config.model_copy(update={"id": worker_id})
         self.url = config.url(config.port)
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="rock-docker")
         # Heartbeats list containers on their own thread: a burst of creates must not delay them past the
@@ -125,6 +127,7 @@ class WorkerService:
         await self._http.aclose()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._heartbeat_pool.shutdown(wait=False, cancel_futures=True)
+        self._id_lock.close()
 
     async def reconcile(self) -> None:
         """Adopt this worker's running containers whose rocklet answers; remove the rest.

@@ -17,11 +17,10 @@ if TYPE_CHECKING:
 
     from roll.algo.config import LossConfig
     from roll.engine.protocol import InferenceEngine
-    from roll.engine.sglang.translate import TensorSpec
     from roll.pipeline.config import EngineConfig
     from roll.trainer.distributed import Rendezvous
     from roll.trainer.select import TrainerConfig
-    from roll.types import Trajectory
+    from roll.types import TensorSpec, Trajectory
 
 
 def build_engine(model: str, config: EngineConfig, base_gpu_id: int) -> InferenceEngine:

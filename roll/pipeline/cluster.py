@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 
@@ -17,13 +17,11 @@ from roll.pipeline.actors import EngineActor
 from roll.pipeline.buffer import SampleBuffer
 from roll.pipeline.config import TrainConfig
 from roll.pipeline.tracking import RunLog
-from roll.pipeline.trainer_group import TrainerGroup, all_ranks
+from roll.pipeline.trainer_group import TrainerGroup
+from roll.pipeline.weight_sync import make_weight_sync
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.worker import RolloutWorker
 from roll.types import Trajectory
-
-if TYPE_CHECKING:
-    from roll.engine.sglang.translate import TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +45,6 @@ class EngineGroup:
     @property
     def awake(self) -> list[int]:
         return [i for i in range(len(self.handles)) if i not in self.asleep]
-
-    def sync(self, weights: Any, version: int) -> list[int]:
-        """Every engine serves `version` once this returns; returns the versions they report."""
-        return ray.get([h.update_weights.remote(weights, version, self.weight_sync) for h in self.handles])
-
-    def receive(self, specs: list[TensorSpec], version: int) -> list[ray.ObjectRef]:
-        """Start every engine's receive of the broadcast trainer rank 0 makes at the same time (weight_update:
-        distributed); each call returns the version its engine then serves."""
-        return [h.update_weights_from_group.remote(specs, version, self.weight_sync) for h in self.handles]
 
     @property
     def names(self) -> list[str]:
@@ -83,7 +72,6 @@ class EngineGroup:
 class Cluster:
     def __init__(self, config: TrainConfig, policy_model: str, step: int, next_group: int) -> None:
         check_resources(config)
-        broadcast = broadcasts_weights(config)
         self.config = config
         res = config.resources
         trainer_config = config.trainer.model_copy(update={"model": policy_model})
@@ -103,7 +91,7 @@ class Cluster:
         )
         ray.get([h.start.remote() for h in self.engines.handles])
         self.trainer.ready()
-        self._weight_specs = self._open_weight_group() if broadcast else None
+        self.weight_sync = make_weight_sync(config, self.trainer, self.engines)
         rollout = config.rollout
         self.buffer = (
             ray.remote(SampleBuffer)
@@ -182,36 +170,9 @@ class Cluster:
     def train_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
         return self.trainer.train_step(trajectories)
 
-    def _open_weight_group(self) -> list[TensorSpec]:
-        """Form the weights group: trainer rank 0, then each engine's tensor parallel ranks; returns what a
-        broadcast sends."""
-        tp_size = self.config.engines.engine.tp_size
-        address, port = self.trainer.weight_group_address()
-        world_size = 1 + len(self.engines.handles) * tp_size
-        joins = [
-            h.join_weight_group.remote(address, port, 1 + index * tp_size, world_size)
-            for index, h in enumerate(self.engines.handles)
-        ]
-        trainer_joins = self.trainer.join_weight_group(address, port, world_size)
-        all_ranks([*trainer_joins, *joins], [*self.trainer.rank_names(), *self.engines.names])
-        return self.trainer.weight_specs()
-
     def sync_weights(self) -> int:
         """Push the trainer's weights to every engine; returns the new version."""
-        if self._weight_specs is None:
-            weights, version = self.trainer.weights()
-            served = self.engines.sync(weights, version)
-        else:
-            version = self.trainer.version()
-            calls = [*self.engines.receive(self._weight_specs, version), *self.trainer.broadcast_weights()]
-            names = [*self.engines.names, *self.trainer.rank_names()]
-            served = all_ranks(calls, names)[: len(self.engines.handles)]
-        if any(v != version for v in served):
-            raise PipelineError(
-                f"after a weight sync the engines serve versions {served}, the trainer is at {version}; "
-                "an engine failed to load the new weights (see its log)"
-            )
-        return version
+        return self.weight_sync.push()
 
     def shrink_engines(self) -> list[int]:
         """Sleep engines down to multiplex.min_awake; new episodes go only to the engines left awake."""
@@ -270,20 +231,6 @@ class Cluster:
         for handle in [*self.workers.values(), *self.engines.handles, self.buffer]:
             ray.kill(handle)
         self.trainer.kill()
-
-
-def broadcasts_weights(config: TrainConfig) -> bool:
-    """Whether weights reach the engines over a process group (SGLang's weight_update: distributed), which
-    the megatron backend sends; else they go as tensors through Ray's object store."""
-    engine = config.engines.engine
-    if engine.type != "sglang" or engine.weight_update != "distributed":
-        return False
-    if config.trainer.type != "megatron":
-        raise PipelineError(
-            "engines.engine.weight_update: distributed needs trainer.type: megatron (its rank 0 broadcasts "
-            "the weights); set weight_update: tensor for the torch trainer"
-        )
-    return True
 
 
 def check_resources(config: TrainConfig) -> None:

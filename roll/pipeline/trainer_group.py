@@ -26,10 +26,9 @@ if TYPE_CHECKING:
     import torch
 
     from roll.algo.config import LossConfig
-    from roll.engine.sglang.translate import TensorSpec
     from roll.pipeline.config import ResourcesConfig
     from roll.trainer.select import TrainerConfig
-    from roll.types import Trajectory
+    from roll.types import TensorSpec, Trajectory
 
 LOOPBACK = "127.0.0.1"
 ECHO_WAIT_S = 2.0  # after a rank's error, how long to look for a dead rank behind it

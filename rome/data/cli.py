@@ -201,3 +201,124 @@ def collect(
         f"{stats.trajectories} trajectories ({stats.resolved} resolved) on {stats.tasks} instances "
         f"({stats.skipped_invalid} invalid skipped) in {stats.seconds:.0f} s -> {out}"
     )
+
+
+def _trajectory_errors():  # type: ignore[no-untyped-def]
+    from rome.data.types import TrajectoryFileError
+
+    return TrajectoryFileError
+
+
+@app.command("filter")
+def filter_command(
+    source: Annotated[Path, typer.Argument(help="Trajectories from `rome data collect`.")],
+    out: Annotated[Path, typer.Option(help="JSONL of the kept trajectories (report beside it).")],
+    replay: Annotated[
+        bool, typer.Option(help="Re-run kept trajectories in fresh sandboxes (needs ROCK).")
+    ] = True,
+    judge_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible URL of an LLM judge (optional).")
+    ] = None,
+    judge_model: Annotated[
+        str | None, typer.Option(help="Judge model name (default: its first listed).")
+    ] = None,
+    judge_api_key: Annotated[
+        str | None, typer.Option(envvar="ROME_JUDGE_API_KEY", help="Judge API key.")
+    ] = None,
+    max_turns: Annotated[int, typer.Option(min=1, help="Heuristic: assistant turns at most.")] = 40,
+    max_repeats: Annotated[int, typer.Option(min=1, help="Heuristic: runs of one command at most.")] = 3,
+    max_error_fraction: Annotated[
+        float, typer.Option(min=0, max=1, help="Heuristic: failed calls at most.")
+    ] = 0.5,
+    workspace: Annotated[
+        list[str] | None,
+        typer.Option(help="Safety: folders the agent may delete in (default /app /tmp /var/tmp)."),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Replays run at once.")] = 2,
+    admin_url: AdminOption = None,
+) -> None:
+    """Heuristic, safety, optional LLM judge and execution replay; counts and reasons in OUT.report.md."""
+    import contextlib
+
+    from rich.table import Table
+
+    from rome.data.collect import CollectError
+    from rome.data.filter import HeuristicLimits, Judge, filter_file, replay_stage, report_path
+    from rome.data.safety import DEFAULT_WORKSPACE
+
+    limits = HeuristicLimits(
+        max_turns=max_turns, max_repeats=max_repeats, max_error_fraction=max_error_fraction
+    )
+    with contextlib.ExitStack() as stack:
+        judge = None
+        if judge_url:
+            try:
+                judge = Judge(judge_url, judge_model, judge_api_key)
+            except CollectError as error:
+                raise fail(str(error).replace("--model", "--judge-url")) from error
+            stack.callback(judge.close)
+        stage = None
+        if replay:
+            from rome.bench.runner import sandbox_provider
+
+            provider = stack.enter_context(sandbox_provider("rock", admin_url))
+            stage = replay_stage(provider, concurrency)
+        try:
+            report = filter_file(source, out, limits, judge, stage, tuple(workspace or DEFAULT_WORKSPACE))
+        except _trajectory_errors() as error:
+            raise fail(str(error)) from error
+    table = Table(title=f"{report.total} trajectories in, {report.kept} kept")
+    for col in ("stage", "in", "kept", "reasons"):
+        table.add_column(col)
+    for row in report.stages:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(row.reasons.items())) or "-"
+        table.add_row(row.stage, str(row.entered), str(row.kept), reasons)
+    console.print(table)
+    console.print(f"kept -> {out}; report -> {report_path(out, 'md')}")
+
+
+@app.command("export-sft")
+def export_sft_command(
+    source: Annotated[Path, typer.Argument(help="Filtered trajectories.")],
+    out: Annotated[Path, typer.Option(help="JSONL for `roll sft` (data.path) and the warm start.")],
+    stage: Annotated[
+        int, typer.Option(min=1, max=2, help="1: all; 2: verified, replayed, shortest only.")
+    ] = 1,
+) -> None:
+    """Conversations with error masks and task-aware relevance flags, plus OUT.stats.json."""
+    from rome.data.export import export_sft
+
+    try:
+        stats = export_sft(source, out, stage)
+    except _trajectory_errors() as error:
+        raise fail(str(error)) from error
+    console.print(
+        f"stage {stage}: {stats.exported} of {stats.trajectories_in} trajectories, "
+        f"{stats.assistant_turns} turns "
+        f"({stats.error_turns} error-masked, {stats.irrelevant_turns} irrelevant) -> {out}"
+    )
+
+
+@app.command()
+def funnel(
+    tasks: Annotated[Path, typer.Option(help="Task-set folder.")],
+    collected: Annotated[Path, typer.Option(help="Output of `rome data collect`.")],
+    filtered: Annotated[Path, typer.Option(help="Output of `rome data filter` (its report beside it).")],
+    exported: Annotated[Path, typer.Option(help="Output of `rome data export-sft`.")],
+    out: Annotated[Path, typer.Option(help="Folder for report.md and funnel.png.")],
+) -> None:
+    """The run's funnel: generated, valid, collected, resolved, kept per filter, exported (report.md, PNG)."""
+    from rome.data.funnel import funnel as run
+    from rome.data.funnel import write_funnel
+    from rome.data.taskset import TaskSetError
+
+    for path in (collected, filtered.with_name(filtered.name + ".report.json"), exported):
+        if not path.is_file():
+            raise fail(f"{path} does not exist; run the pipeline's earlier stages first (see the README)")
+    try:
+        stages = run(tasks, collected, filtered, exported)
+    except (TaskSetError, _trajectory_errors()) as error:
+        raise fail(str(error)) from error
+    markdown, png = write_funnel(stages, out)
+    console.print(" -> ".join(f"{s.name} {s.total}" for s in stages))
+    console.print(f"{markdown}, {png}")

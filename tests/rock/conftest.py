@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from rock.admin.config import AdminConfig
+from rock.admin.store import sqlite_url
 from rock.fleet import AdminThread, free_port, short_tmp
+from rock.local_postgres import LocalPostgres
 
 
 @pytest.fixture
@@ -26,3 +29,19 @@ def admin_factory() -> Iterator:
     for admin in started:
         admin.__exit__()
         shutil.rmtree(admin.config.state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def local_postgres() -> Iterator[LocalPostgres]:
+    """One PostgreSQL server (from the distribution's package) for the session; each test takes a database."""
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path) -> str:
+    """The admin's store, once in SQLite and once in a fresh database of a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "admin.db")
+    server = request.getfixturevalue("local_postgres")
+    return server.create_database(f"t_{uuid.uuid4().hex[:12]}")

@@ -42,19 +42,22 @@ def _beat(*sandboxes: WorkerSandbox, worker_id: str = "w1") -> Heartbeat:
     )
 
 
-async def _admin(tmp_path, *infos: SandboxInfo) -> Admin:
-    admin = Admin(AdminConfig(state_dir=tmp_path, heartbeat_timeout=5, reap_interval=3600))
+async def _admin(tmp_path, database_url: str, *infos: SandboxInfo) -> Admin:
+    config = AdminConfig(
+        state_dir=tmp_path, database_url=database_url, heartbeat_timeout=5, reap_interval=3600
+    )
+    admin = Admin(config)
     for info in infos:
         admin.store.save(info, last_activity=LONG_AGO.timestamp())
     await admin.start()
     return admin
 
 
-async def test_a_restarted_admin_holds_running_sandboxes_and_fails_half_started_ones(tmp_path):
+async def test_a_restarted_admin_holds_running_sandboxes_and_fails_half_started_ones(tmp_path, database_url):
     starting = SandboxInfo(
         id="p", state=S.PENDING, spec=SandboxSpec(), owner="local", worker_id="w1", created_at=LONG_AGO
     )
-    admin = await _admin(tmp_path, _running("a"), starting)
+    admin = await _admin(tmp_path, database_url, _running("a"), starting)
     try:
         assert admin.get("a", LOCAL).state is S.RUNNING
         assert admin.scheduler.worker_of("a") == "w1" and admin.scheduler.worker_of("p") is None
@@ -65,8 +68,8 @@ async def test_a_restarted_admin_holds_running_sandboxes_and_fails_half_started_
         await admin.close()
 
 
-async def test_heartbeats_reconcile_containers_with_the_store(tmp_path):
-    admin = await _admin(tmp_path, _running("kept"), _running("vanished"), _running("oom"))
+async def test_heartbeats_reconcile_containers_with_the_store(tmp_path, database_url):
+    admin = await _admin(tmp_path, database_url, _running("kept"), _running("vanished"), _running("oom"))
     try:
         reply = admin.heartbeat(
             _beat(
@@ -89,7 +92,7 @@ async def test_heartbeats_reconcile_containers_with_the_store(tmp_path):
         await admin.close()
 
 
-async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_path):
+async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_path, database_url):
     fresh = advance(
         SandboxInfo(
             id="new",
@@ -101,7 +104,7 @@ async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_pat
         ),
         S.RUNNING,
     )
-    admin = await _admin(tmp_path, fresh)
+    admin = await _admin(tmp_path, database_url, fresh)
     try:
         admin.heartbeat(_beat())
         assert admin.get("new", LOCAL).state is S.RUNNING
@@ -109,8 +112,8 @@ async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_pat
         await admin.close()
 
 
-async def test_a_silent_worker_is_lost_with_its_sandboxes(tmp_path):
-    admin = await _admin(tmp_path, _running("a"), _running("b", worker_id="w2"))
+async def test_a_silent_worker_is_lost_with_its_sandboxes(tmp_path, database_url):
+    admin = await _admin(tmp_path, database_url, _running("a"), _running("b", worker_id="w2"))
     try:
         admin.heartbeat(_beat(WorkerSandbox(id="a", status="running")))
         admin.heartbeat(_beat(WorkerSandbox(id="b", status="running"), worker_id="w2"))
@@ -125,13 +128,13 @@ async def test_a_silent_worker_is_lost_with_its_sandboxes(tmp_path):
         await admin.close()
 
 
-async def test_the_reaper_stops_expired_and_idle_sandboxes(tmp_path):
+async def test_the_reaper_stops_expired_and_idle_sandboxes(tmp_path, database_url):
     import asyncio
 
     idle = _running("idle").model_copy(update={"spec": SandboxSpec(idle_timeout=60)})
     expired = _running("expired").model_copy(update={"expires_at": datetime.now(UTC) - timedelta(seconds=1)})
     busy = _running("busy").model_copy(update={"spec": SandboxSpec(idle_timeout=60)})
-    admin = await _admin(tmp_path, idle, expired, busy)
+    admin = await _admin(tmp_path, database_url, idle, expired, busy)
     try:
         admin.heartbeat(_beat(*(WorkerSandbox(id=i, status="running") for i in ("idle", "expired", "busy"))))
         admin._activity["busy"] = datetime.now(UTC).timestamp()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rock.testing import Fleet, short_tmp
 
+from rock.fleet import LocalFleet, short_tmp
 from rock.sdk.errors import SandboxRequestError
 from rock.sdk.sandbox import Sandbox
 
@@ -25,21 +25,16 @@ SMALL = {"cpus": 0.25, "memory": "128m"}
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
+def fleet() -> Iterator[LocalFleet]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    fleet = Fleet(short_tmp("rock-harden-"), f"harden-{uuid.uuid4().hex[:6]}")
-    fleet.admin.start()
-    try:
-        fleet.wait_for_workers()
+    with LocalFleet(short_tmp("rock-harden-"), f"harden-{uuid.uuid4().hex[:6]}") as fleet:
         yield fleet
-    finally:
-        fleet.close()
 
 
 @pytest.fixture(scope="module")
-def sandbox(fleet: Fleet) -> Iterator[Sandbox]:
+def sandbox(fleet: LocalFleet) -> Iterator[Sandbox]:
     with Sandbox("python:3.11", admin_url=fleet.url, user="root", **SMALL) as sandbox:
         yield sandbox
 
@@ -68,7 +63,9 @@ def test_read_file_of_dev_zero_is_a_clear_error_and_the_sandbox_lives(sandbox: S
         ("run", '{"cmd": "true", "timeout": Infinity}'),
     ],
 )
-def test_bad_commands_to_a_running_sandbox_are_422(fleet: Fleet, sandbox: Sandbox, route: str, body: str):
+def test_bad_commands_to_a_running_sandbox_are_422(
+    fleet: LocalFleet, sandbox: Sandbox, route: str, body: str
+):
     response = httpx.post(
         f"{fleet.url}/v1/sandboxes/{sandbox.id}/{route}",
         content=body,
@@ -78,7 +75,7 @@ def test_bad_commands_to_a_running_sandbox_are_422(fleet: Fleet, sandbox: Sandbo
     assert response.status_code == 422, response.text[:300]
 
 
-def test_a_path_with_a_nul_byte_to_a_running_sandbox_is_422(fleet: Fleet, sandbox: Sandbox):
+def test_a_path_with_a_nul_byte_to_a_running_sandbox_is_422(fleet: LocalFleet, sandbox: Sandbox):
     response = httpx.get(f"{fleet.url}/v1/sandboxes/{sandbox.id}/files", params={"path": "/etc/\x00"})
     assert response.status_code == 422, response.text[:300]
 
@@ -92,7 +89,7 @@ def _tar_of_zeros(name: str, size: int) -> Iterator[bytes]:
     yield bytes(-size % tarfile.BLOCKSIZE) + bytes(2 * tarfile.BLOCKSIZE)
 
 
-def test_a_large_upload_streams_through_admin_worker_and_rocklet(fleet: Fleet, sandbox: Sandbox):
+def test_a_large_upload_streams_through_admin_worker_and_rocklet(fleet: LocalFleet, sandbox: Sandbox):
     """256 MiB into a 128m sandbox: held whole anywhere on its way, it would grow the admin (which hosts
     the local worker) by as much and OOM-kill the sandbox's rocklet."""
     assert fleet.admin.proc is not None
@@ -109,13 +106,13 @@ def test_a_large_upload_streams_through_admin_worker_and_rocklet(fleet: Fleet, s
     assert sandbox.refresh().state == "running"
 
 
-def test_a_json_body_over_the_limit_is_413_on_a_running_sandbox(fleet: Fleet, sandbox: Sandbox):
+def test_a_json_body_over_the_limit_is_413_on_a_running_sandbox(fleet: LocalFleet, sandbox: Sandbox):
     body = json.dumps({"cmd": "true", "env": {"BIG": "x" * (2 * MIB)}})
     response = httpx.post(f"{fleet.url}/v1/sandboxes/{sandbox.id}/exec", content=body, timeout=30)
     assert response.status_code == 413 and response.json()["type"] == "PayloadTooLarge"
 
 
-def test_a_create_whose_client_left_while_it_started_is_removed(fleet: Fleet):
+def test_a_create_whose_client_left_while_it_started_is_removed(fleet: LocalFleet):
     body = json.dumps({"image": "python:3.11", **SMALL}).encode()
     before = {s["id"] for s in httpx.get(f"{fleet.url}/v1/sandboxes", params={"all": "true"}).json()}
     host, port = fleet.url.removeprefix("http://").split(":")

@@ -31,7 +31,7 @@ GEM_CASES = [
 
 @pytest.fixture(scope="module")
 def envs_url() -> Iterator[str]:
-    """The env service on a local fleet (see rome.bench.fleet)."""
+    """The env service on a local fleet (see rock.fleet)."""
     from rock.fleet import LocalFleet
     from rock.images import ensure_base_images
 

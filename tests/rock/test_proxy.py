@@ -355,3 +355,23 @@ def test_deploy_asks_a_roll_upstream_for_token_ids_and_records_them_from_a_strea
     assert choice["token_ids"] == direct["choices"][0]["token_ids"]
     assert len(choice["token_logprobs"]) == len(choice["token_ids"]) == response["usage"]["completion_tokens"]
     assert choice["message"]["content"] == text
+
+
+def test_deploy_records_a_stream_whose_client_hangs_up_right_after_done(recording: Path):
+    """An agent that closes its connection as soon as it reads `[DONE]` (as iFlow's client does) must still
+    find its call recorded: the record is written before the end of the stream reaches the agent."""
+    replies = [say(f"answer {i}") for i in range(8)]
+    with ScriptedOpenAIServer(replies) as upstream:
+        config = ProxyConfig(mode="deploy", upstream_url=upstream.url, record_path=recording)
+        with ProxyThread(config) as proxy:
+            for i in range(8):
+                body = {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}], "stream": True}
+                with httpx.stream(
+                    "POST", f"{proxy.url}/v1/chat/completions", json=body, timeout=30
+                ) as response:
+                    for line in response.iter_lines():
+                        if line.strip() == "data: [DONE]":
+                            break
+                # Counted right after the hang-up, before the proxy could finish the response on its own.
+                recorded = recording.read_text().splitlines() if recording.exists() else []
+                assert len(recorded) == i + 1, f"call {i} was not recorded when its stream ended"

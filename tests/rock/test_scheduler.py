@@ -114,3 +114,20 @@ async def test_usage_counts_held_and_queued_sandboxes_per_owner():
     assert scheduler.usage("alice") == (2, 1.5, 2 * GiB)
     assert scheduler.usage("bob") == (0, 0, 0)
     waiter.cancel()
+
+
+async def test_an_unreachable_worker_gets_no_placements_until_it_heartbeats():
+    scheduler = Scheduler(max_waiting=4)
+    scheduler.upsert_worker(_worker("a", 8, 16))
+    scheduler.upsert_worker(_worker("b", 2, 4))
+    assert scheduler.place(Demand(1, GiB)) == "a"
+    scheduler.mark_unreachable("a")
+    assert scheduler.place(Demand(1, GiB)) == "b"
+    assert await scheduler.reserve("x", Demand(1, GiB), "me", 0) == "b"
+    scheduler.mark_unreachable("b")
+    with pytest.raises(CapacityExceeded):
+        await scheduler.reserve("y", Demand(1, GiB), "me", 0.05)
+    scheduler.upsert_worker(_worker("a", 8, 16))  # its next heartbeat
+    assert scheduler.place(Demand(1, GiB)) == "a"
+    scheduler.mark_unreachable("gone")
+    assert scheduler.unreachable == {"b"}

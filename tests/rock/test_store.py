@@ -1,7 +1,7 @@
 from datetime import UTC, datetime
 
 from rock.admin.states import advance
-from rock.admin.store import SandboxStore, sqlite_url
+from rock.admin.store import SandboxStore
 from rock.sdk.types import SandboxInfo, SandboxSpec, SandboxState
 
 
@@ -16,8 +16,8 @@ def _info(sandbox_id: str, state: SandboxState = SandboxState.PENDING) -> Sandbo
     )
 
 
-def test_rows_survive_a_new_store_on_the_same_database(tmp_path):
-    url = sqlite_url(tmp_path / "sub" / "admin.db")
+def test_rows_survive_a_new_store_on_the_same_database(database_url):
+    url = database_url
     store = SandboxStore(url)
     running = advance(_info("a"), SandboxState.RUNNING)
     store.save(running, last_activity=10.0)

@@ -13,9 +13,9 @@ import torch.distributed as dist
 from safetensors.torch import save_file
 from test_megatron_mapping import dense_model
 
-from roll.engine.sglang.translate import TensorSpec
 from roll.trainer.megatron.mapping import hf_to_megatron, megatron_to_hf
 from roll.trainer.megatron.weight_sync import broadcast_buckets, init_weight_group, weight_specs
+from roll.types import TensorSpec
 
 
 def _free_port() -> int:

@@ -149,13 +149,9 @@ def receive(port: int, specs_file: str, out: str) -> None:
 
     import torch.distributed as dist
 
-    from roll.engine.sglang.translate import (
-        WEIGHT_GROUP,
-        TensorSpec,
-        buckets_by_bytes,
-        distributed_update_kwargs,
-    )
+    from roll.engine.sglang.translate import buckets_by_bytes, distributed_update_kwargs
     from roll.trainer.megatron.weight_sync import init_weight_group
+    from roll.types import WEIGHT_GROUP, TensorSpec
 
     specs = [
         TensorSpec(s["name"], s["dtype"], tuple(s["shape"])) for s in json.loads(Path(specs_file).read_text())

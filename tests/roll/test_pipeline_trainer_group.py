@@ -71,8 +71,8 @@ def test_ranks_are_numbered_node_by_node_with_the_store_on_rank_0s_node() -> Non
 
 def test_weights_broadcast_to_engines_needs_the_megatron_trainer(tmp_path: Path) -> None:
     from roll.config import validate_config
-    from roll.pipeline.cluster import PipelineError, broadcasts_weights
     from roll.pipeline.config import TrainConfig
+    from roll.pipeline.weight_sync import WeightSyncError, broadcasts_weights
 
     def config(**overrides: Any) -> TrainConfig:
         return validate_config(TrainConfig, tiny_config(tmp_path, **overrides))
@@ -81,7 +81,7 @@ def test_weights_broadcast_to_engines_needs_the_megatron_trainer(tmp_path: Path)
     megatron = {"type": "megatron", "model": MODEL}
     assert broadcasts_weights(config(engines=sglang, trainer=megatron))
     assert not broadcasts_weights(config(trainer=megatron))
-    with pytest.raises(PipelineError, match=r"weight_update: distributed needs trainer\.type: megatron"):
+    with pytest.raises(WeightSyncError, match=r"weight_update: distributed needs trainer\.type: megatron"):
         broadcasts_weights(config(engines=sglang))
 
 

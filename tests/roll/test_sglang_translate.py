@@ -13,7 +13,6 @@ import torch
 from roll.engine.protocol import EngineError
 from roll.engine.sglang.translate import (
     StreamCursor,
-    TensorSpec,
     UsageCounters,
     abort_message,
     buckets_by_bytes,
@@ -26,6 +25,7 @@ from roll.engine.sglang.translate import (
     tensor_specs,
 )
 from roll.engine.types import GenerateRequest, SamplingParams
+from roll.types import TensorSpec
 
 
 def _answer(ids, logprobs, text, reason, *, tops=None, with_ids=True, rid="r#0", prompt=5, cached=0):

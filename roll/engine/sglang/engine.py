@@ -22,9 +22,7 @@ from roll.engine.sglang import runtime
 from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.sglang.translate import (
     ORIGINAL_LOGPROB_ENV,
-    WEIGHT_GROUP,
     StreamCursor,
-    TensorSpec,
     UsageCounters,
     abort_message,
     buckets_by_bytes,
@@ -32,6 +30,7 @@ from roll.engine.sglang.translate import (
     generate_kwargs,
 )
 from roll.engine.types import Completion, EngineStats, GenerateRequest, GenerateResult, StreamDelta
+from roll.types import WEIGHT_GROUP, TensorSpec
 
 if TYPE_CHECKING:
     import torch

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from roll.engine.protocol import EngineError
-from roll.engine.sglang.translate import TensorSpec, distributed_update_kwargs
+from roll.engine.sglang.translate import distributed_update_kwargs
+from roll.types import TensorSpec
 
 INSTALL_HINT = (
     "install the GPU extra (`pip install 'ale[gpu]'`, which brings sglang) on a machine with a CUDA GPU, "

@@ -23,6 +23,7 @@ from typing import Any
 
 from roll.engine.protocol import EngineError
 from roll.engine.types import Completion, FinishReason, GenerateRequest, SamplingParams, StreamDelta
+from roll.types import TensorSpec
 
 # SGLang's `top_k` is -1 for "whole vocabulary" (SamplingParams.__post_init__); ours is 0.
 SGLANG_TOP_K_OFF = -1
@@ -30,8 +31,6 @@ SGLANG_TOP_K_OFF = -1
 # `Completion.logprobs` promises; without it SGLang's sampler reports log_softmax(logits / temperature)
 # (python/sglang/srt/layers/sampler.py). SGLang's scheduler processes read it: set before the engine starts.
 ORIGINAL_LOGPROB_ENV = "SGLANG_RETURN_ORIGINAL_LOGPROB"
-# The weights group (weight_update: distributed) a trainer's rank 0 broadcasts over and engines join.
-WEIGHT_GROUP = "roll-weights"
 _FINISH_TYPES: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
@@ -219,15 +218,6 @@ class UsageCounters:
             self.prompt_tokens += int(meta.get("prompt_tokens", 0)) - cached
             self.prefix_cache_hit_tokens += cached
             self.generated_tokens += int(meta.get("completion_tokens", 0))
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """Name, dtype and shape of one weight, as `Engine.update_weights_from_distributed` takes them."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
 
 
 def tensor_specs(tensors: Sequence[tuple[str, Any]]) -> list[TensorSpec]:

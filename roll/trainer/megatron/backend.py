@@ -46,9 +46,9 @@ from roll.trainer.schedule import lr_factor
 
 if TYPE_CHECKING:
     from roll.algo.losses import Loss, LossOutput
-    from roll.engine.sglang.translate import TensorSpec
     from roll.trainer.megatron.context_parallel import ContextShard
     from roll.trainer.packing import PackedBatch
+    from roll.types import TensorSpec
 
 
 class MegatronNeedsCudaError(RuntimeError):

@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 from safetensors import safe_open
 
-from roll.engine.sglang.translate import WEIGHT_GROUP, TensorSpec
 from roll.trainer.megatron.mapping import ModelShape, rules
+from roll.types import WEIGHT_GROUP, TensorSpec
 
 
 def init_weight_group(
