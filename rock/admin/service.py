@@ -374,7 +374,8 @@ class Admin:
                     f"its container is gone from worker {beat.worker_id} (removed outside ROCK, or the "
                     "worker restarted without it)",
                 )
-        return HeartbeatReply(remove=[sid for sid in reported if sid not in self._live])
+        unwanted = [sid for sid in reported if sid not in self._live]
+        return HeartbeatReply(remove=unwanted + [sid for sid in beat.strays if sid not in self._live])
 
     async def _monitor(self) -> None:
         """Every reap_interval: flush activity times, drop silent workers, stop expired and idle sandboxes."""

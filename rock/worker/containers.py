@@ -21,6 +21,9 @@ LABEL_SANDBOX = "rock.sandbox"
 LABEL_OWNER = "rock.owner"
 LABEL_DISK = "rock.disk"
 """The sandbox's disk limit in bytes, for a restarted worker's disk watch."""
+LABEL_FLEET = "rock.fleet"
+"""A fingerprint of the fleet's worker credential: workers of one fleet reap each other's leftovers, never
+another fleet's."""
 HOME = "/home/rock"
 ROOT_HOME = "/root"
 ROOT_CAPABILITIES = [
@@ -58,6 +61,7 @@ def start_container(
     *,
     sandbox_id: str,
     worker_id: str,
+    fleet: str,
     owner: str,
     image: str,
     spec: SandboxSpec,
@@ -106,6 +110,7 @@ def start_container(
             LABEL_WORKER: worker_id,
             LABEL_SANDBOX: sandbox_id,
             LABEL_OWNER: owner,
+            LABEL_FLEET: fleet,
             LABEL_DISK: str(spec.disk_bytes),
         },
         environment={"HOME": home, **env, **spec.env},
@@ -268,6 +273,17 @@ def list_sandboxes(client: docker.DockerClient, worker_id: str, oom: set[str]) -
         status, detail = describe_stop(state)
         out.append(WorkerSandbox(id=sandbox_id, status=status, detail=detail))  # type: ignore[arg-type]
     return out
+
+
+def strays(client: docker.DockerClient, fleet: str, worker_id: str) -> dict[str, Path]:
+    """{sandbox id: socket folder} of this fleet's containers on this Docker host that other workers labelled
+    (a worker lost for good leaves them; the admin says which to remove)."""
+    found = {}
+    for c in client.api.containers(all=True, filters={"label": f"{LABEL_FLEET}={fleet}"}):
+        if c["Labels"].get(LABEL_WORKER) != worker_id:
+            mounts = [m["Source"] for m in c.get("Mounts", []) if m.get("Destination") == SOCKET_MOUNT]
+            found[c["Labels"][LABEL_SANDBOX]] = Path(mounts[0]) if mounts else Path("/nonexistent")
+    return found
 
 
 def labelled(client: docker.DockerClient, worker_id: str) -> list[tuple[str, str, str, int | None]]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,7 +68,7 @@ class WorkerService:
         """Sandbox id -> how it replaced its rocklet's socket."""
         self._rocklet_key = b""
         self._listing: asyncio.Future[tuple[datetime, list[WorkerSandbox]]] | None = None
-        self._background: set[asyncio.Task[bool]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         self._docker: docker.DockerClient | None = None
         self._events: Any = None
         self._heartbeats: asyncio.Task[None] | None = None
@@ -223,6 +224,7 @@ class WorkerService:
                 self.docker,
                 sandbox_id=sandbox_id,
                 worker_id=self.config.id,
+                fleet=self.fleet,
                 owner=owner,
                 image=image,
                 spec=spec,
@@ -406,6 +408,20 @@ class WorkerService:
         """Sandboxes this worker holds a rocklet connection to."""
         return len(self._clients)
 
+    @property
+    def fleet(self) -> str:
+        """The fleet label of this worker's containers: a fingerprint of the worker credential."""
+        return hashlib.sha256(self.token.encode()).hexdigest()[:16]
+
+    async def _list_strays(self) -> dict[str, Path]:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._heartbeat_pool, containers.strays, self.docker, self.fleet, self.config.id
+        )
+
+    async def _remove_stray(self, sandbox_id: str, host_dir: Path) -> None:
+        log.info("removing sandbox %s: a lost worker's container the admin no longer wants", sandbox_id)
+        await self._blocking(containers.remove_container, self.docker, sandbox_id, host_dir)
+
     async def list_sandboxes(self) -> tuple[datetime, list[WorkerSandbox]]:
         """(when listed, this worker's containers with their status), leaving out ones being removed."""
         listed_at = datetime.now(UTC)
@@ -443,11 +459,12 @@ class WorkerService:
         if self._listing is None:
             self._listing = asyncio.ensure_future(self.list_sandboxes())
         done, _ = await asyncio.wait({self._listing}, timeout=LISTING_WAIT)
-        listed_at, sandboxes = datetime.now(UTC), None
+        listed_at, sandboxes, strays = datetime.now(UTC), None, {}
         if done:
             listing, self._listing = self._listing, None
             try:
                 listed_at, sandboxes = listing.result()
+                strays = await self._list_strays()
             except Exception as exc:
                 log.warning("listing this worker's containers failed: %r", exc)
         beat = Heartbeat(
@@ -456,6 +473,7 @@ class WorkerService:
             url=self.url,
             capacity=self.capacity(),
             sandboxes=sandboxes,
+            strays=sorted(strays),
         )
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
         response = await self._http.post(
@@ -465,12 +483,17 @@ class WorkerService:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")
         reply = HeartbeatReply.model_validate_json(response.content)
         for sandbox_id in reply.remove:
-            if sandbox_id not in self._starting and sandbox_id not in self._removing:
+            if sandbox_id in strays:
+                self._in_background(self._remove_stray(sandbox_id, strays[sandbox_id]))
+            elif sandbox_id not in self._starting and sandbox_id not in self._removing:
                 log.info("removing sandbox %s: the admin no longer wants it", sandbox_id)
-                task = asyncio.get_running_loop().create_task(self._remove(sandbox_id))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+                self._in_background(self._remove(sandbox_id))
         return reply
+
+    def _in_background(self, coro: Coroutine[Any, Any, object]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _heartbeat_loop(self) -> None:
         failures = 0

@@ -15,8 +15,16 @@ class TaskImageError(RuntimeError):
 
 
 def image_tag(task: Task) -> str:
+    """`rome-bench/<task id>:<hash of the build context>`: two task folders with one id but other files (two
+    task sets, or a regenerated task) never share a tag, so one build cannot swap the image under the other's
+    trials."""
+    from rock.images.build import context_hash
+
     name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in task.id.lower())
-    return f"rome-bench/{name}:latest"
+    if task.build_context is None or task.dockerfile is None:
+        return f"rome-bench/{name}:latest"
+    digest = context_hash(task.build_context, task.dockerfile.read_text(), [])
+    return f"rome-bench/{name}:{digest[:12]}"
 
 
 def ensure_image(task: Task) -> str:
