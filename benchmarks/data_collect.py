@@ -43,8 +43,8 @@ def bench_generation(count: int) -> dict[str, float]:
 
 def bench_collect(attempts: int) -> dict[str, Any]:
     from roll.models import load_model
-    from roll.rollout.agentic.scripted_engine import ScriptedEngine
     from roll.rollout.agentic.serving import EngineServer
+    from roll.testing import ScriptedEngine
     from rome.bench.runner import sandbox_provider
     from rome.data.collect import CollectSettings, collect
     from rome.data.testing import teacher_policy

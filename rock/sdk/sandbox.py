@@ -17,7 +17,7 @@ from rock.sdk.errors import SandboxNotFound
 from rock.sdk.types import CreateSandboxRequest, Observation, SandboxInfo
 
 T = TypeVar("T")
-Network = Literal["none", "bridge"]
+Network = Literal["none", "packages", "bridge"]
 
 
 class SandboxOptions(TypedDict, total=False):

@@ -98,8 +98,10 @@ class SandboxSpec(BaseModel):
     """Seconds after start when the admin stops the sandbox."""
     idle_timeout: float = Field(600.0, gt=0, le=MAX_LIFETIME, allow_inf_nan=False)
     """Seconds without any request after which the admin stops the sandbox."""
-    network: Literal["none", "bridge"] = "none"
-    """`none` (default): no network at all. `bridge`: egress through Docker's bridge, opt-in."""
+    network: Literal["none", "packages", "bridge"] = "none"
+    """`none` (default): no network at all. `packages`: no network either, but pip, uv and apt reach the
+    fleet's package cache through the rocklet's forwarder (needs `rock admin serve --package-cache`).
+    `bridge`: egress through Docker's bridge, opt-in (the full network)."""
     egress: list[str] = Field(default_factory=list, max_length=256)
     """With `bridge`: the only IPv4 networks (CIDR, e.g. `10.1.2.0/24`) the sandbox may connect to. Empty:
     any. Enforced by firewall rules in the sandbox's own network namespace (the worker needs root)."""

@@ -89,7 +89,8 @@ def start_container(
         cap_drop=["ALL"],
         cap_add=ROOT_CAPABILITIES if spec.is_root else None,
         security_opt=["no-new-privileges"],
-        network_mode=spec.network,
+        # `packages` is no network at all: the package cache comes in through the rocklet's forwarder.
+        network_mode="none" if spec.network == "packages" else spec.network,
         mem_limit=spec.memory_bytes,
         memswap_limit=spec.memory_bytes,
         pids_limit=spec.pids,

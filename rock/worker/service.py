@@ -39,6 +39,7 @@ from rock.worker.config import WorkerConfig
 from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
 from rock.worker.disk import CHECK_INTERVAL, DiskWatch
 from rock.worker.identity import claim_id
+from rock.worker.packages import PackageBridges
 from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
 
 log = logging.getLogger("rock.worker")
@@ -57,6 +58,7 @@ class WorkerService:
         # admin's heartbeat timeout (which would mark this worker and its sandboxes lost).
         self._heartbeat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rock-heartbeat")
         self._clients: dict[str, RockletClient] = {}
+        self._packages = PackageBridges(config.pypi_cache, config.apt_cache)
         self._specs: dict[str, SandboxSpec] = {}
         self._starting: set[str] = set()
         self._oom: set[str] = set()
@@ -204,6 +206,11 @@ class WorkerService:
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
             raise BadRequest(f"sandbox {sandbox_id} already exists on worker {self.config.id}")
+        if spec.network == "packages" and not self._packages.available:
+            raise BadRequest(
+                f"worker {self.config.id} has no package cache for network='packages'; start the fleet with "
+                "`rock admin serve --package-cache DIR`, or ask for network='none'"
+            )
         self._starting.add(sandbox_id)
         host_dir = self.config.run_dir / sandbox_id
         try:
@@ -231,7 +238,7 @@ class WorkerService:
                 runtime_dir=self.runtime_dir,
                 host_dir=host_dir,
                 command=rocklet_container_command(token_file=f"{SOCKET_MOUNT}/{TOKEN_FILE}"),
-                env=rocklet_container_env(),
+                env=rocklet_container_env() | self._package_env(spec),
             )
             try:
                 container_id = await self._disk.start(lambda **limit: self._blocking(start, **limit))
@@ -249,6 +256,8 @@ class WorkerService:
             client = self._rocklet_client(sandbox_id)
             try:
                 await self._start_rocklet(client, sandbox_id, spec)
+                if spec.network == "packages":
+                    await self._connect_packages(client, sandbox_id, host_dir, spec)
             except Exception:
                 await client.aclose()
                 await self._remove(sandbox_id)
@@ -323,6 +332,26 @@ class WorkerService:
         if not await self._remove(sandbox_id) and not had_client:
             raise SandboxNotFound(f"worker {self.config.id} has no sandbox {sandbox_id}")
 
+    def _package_env(self, spec: SandboxSpec) -> dict[str, str]:
+        from rock.worker.packages import sandbox_env
+
+        return sandbox_env() if spec.network == "packages" else {}
+
+    async def _connect_packages(
+        self, client: RockletClient, sandbox_id: str, host_dir: Path, spec: SandboxSpec
+    ) -> None:
+        """The `packages` policy: the cache's sockets in the socket folder, the rocklet's forwarders to them,
+        and (for a root sandbox, the only one apt works in) apt's proxy setting."""
+        from rock.worker.packages import APT_CONF, APT_CONF_PATH
+
+        await self._packages.attach(sandbox_id, host_dir)
+        for port, target in self._packages.forwards():
+            await client.start_forwarder(port, target_socket=target)
+        if spec.is_root and self.config.apt_cache:
+            # Images without apt have no apt.conf.d: the setting is written only where apt is.
+            command = f"[ -d /etc/apt/apt.conf.d ] && printf '%s' '{APT_CONF}' > {APT_CONF_PATH} || true"
+            await client.exec(["sh", "-c", command], timeout=30)
+
     async def _remove(self, sandbox_id: str) -> bool:
         client = self._clients.pop(sandbox_id, None)
         self._specs.pop(sandbox_id, None)
@@ -332,6 +361,7 @@ class WorkerService:
         self._tampered.pop(sandbox_id, None)
         self._removing.add(sandbox_id)
         try:
+            await self._packages.detach(sandbox_id)
             if client is not None:
                 await client.aclose()
             return await self._blocking(

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from rome.terminal_tasks.task import Task
+
+if TYPE_CHECKING:
+    from rock.images.build import PackageCacheArgs
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -27,8 +31,11 @@ def image_tag(task: Task) -> str:
     return f"rome-bench/{name}:{digest[:12]}"
 
 
-def ensure_image(task: Task) -> str:
-    """Build the task's image; ROCK's builder returns at once when the same content was built before."""
+def ensure_image(task: Task, package_cache: PackageCacheArgs | None = None) -> str:
+    """Build the task's image; ROCK's builder returns at once when the same content was built before.
+
+    With `package_cache`, the build's pip, uv and apt steps fetch through the fleet's package cache.
+    """
     from rock.images.build import build_image, resolve_image
     from rock.images.errors import ImageError
 
@@ -42,6 +49,8 @@ def ensure_image(task: Task) -> str:
         lock = _locks.setdefault(tag, threading.Lock())
     with lock:
         try:
-            return build_image(task.build_context, tag=tag, dockerfile=task.dockerfile.name)
+            return build_image(
+                task.build_context, tag=tag, dockerfile=task.dockerfile.name, package_cache=package_cache
+            )
         except ImageError as exc:
             raise TaskImageError(f"{task.id}: image build failed: {exc}") from exc

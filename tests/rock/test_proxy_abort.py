@@ -13,8 +13,8 @@ import pytest
 
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from roll.rollout.agentic.serving import EngineServer
+from roll.testing import ScriptedEngine
 
 pytestmark = pytest.mark.slow
 ABORT_WAIT_S = 60.0

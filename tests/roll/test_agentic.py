@@ -18,8 +18,8 @@ from roll.rollout.agentic.agent import CONTINUE_PROMPT
 from roll.rollout.agentic.episode import run_agent_episode
 from roll.rollout.agentic.expert import ExpertStep, oracle_expert
 from roll.rollout.agentic.imitation import expert_from_record
-from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from roll.rollout.agentic.serving import EngineServer
+from roll.testing import ScriptedEngine
 from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

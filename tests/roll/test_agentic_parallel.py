@@ -22,8 +22,8 @@ from roll.rollout.agentic.expert import ExpertStep, oracle_expert
 from roll.rollout.agentic.expert_book import ORACLE, ExpertBook
 from roll.rollout.agentic.resampling import SequentialRollback
 from roll.rollout.agentic.rounds import EpisodeJob, EpisodeRunner, evaluate, resample_round
-from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from roll.rollout.agentic.serving import EngineServer
+from roll.testing import ScriptedEngine
 from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -70,8 +70,8 @@ def test_validate_excludes_a_task_whose_tests_pass_untouched_and_collect_skips_i
 
 def test_iflow_against_a_model_of_ours_records_token_ids(provider, tmp_path: Path) -> None:
     from roll.models import load_model
-    from roll.rollout.agentic.scripted_engine import ScriptedEngine
     from roll.rollout.agentic.serving import EngineServer
+    from roll.testing import ScriptedEngine
     from rome.data.testing import teacher_policy
 
     tasks = tmp_path / "tasks"
