@@ -214,7 +214,8 @@ class AdminThread:
     """An admin alone (no worker) served by uvicorn in a thread of this process, for API tests without
     Docker."""
 
-    def __init__(self, config: AdminConfig) -> None:
+    def __init__(self, config: AdminConfig, envs: bool = False) -> None:
+        """`envs`: serve the environment routes under /envs too, as `rock admin serve` does."""
         import uvicorn
 
         from rock.admin.app import create_app
@@ -222,8 +223,9 @@ class AdminThread:
 
         self.config = config
         self.url = f"http://{config.host}:{config.port}"
+        app = create_app(Admin(config), envs_admin_url=self.url if envs else None)
         self.server = uvicorn.Server(
-            uvicorn.Config(create_app(Admin(config)), host=config.host, port=config.port, log_level="warning")
+            uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
