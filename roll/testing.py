@@ -1,4 +1,6 @@
-"""Test double for a model's choices: an `InferenceEngine` whose "generations" are scripted texts.
+"""Test doubles for a model's choices, for the tests and benchmarks of roll's rollout, proxy and pipeline.
+
+`ScriptedEngine` is an `InferenceEngine` whose "generations" are scripted texts.
 
 Served by the real `roll serve` app (`roll.engine.server.create_app`) with a real tokenizer, it goes through
 the real chat templating, tool-call parsing and `return_token_ids` path; only what the model says is scripted.
@@ -15,6 +17,7 @@ make request handling observable: `gather_next(n)` holds the next n requests unt
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -22,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roll.engine.protocol import EngineError
-from roll.engine.types import Completion, EngineStats, GenerateRequest, GenerateResult, StreamDelta
+from roll.engine.types import (
+    Completion,
+    EngineStats,
+    GenerateRequest,
+    GenerateResult,
+    SamplingParams,
+    StreamDelta,
+)
 from roll.models.chat import chat_stop_token_ids
 
 if TYPE_CHECKING:
@@ -160,3 +170,71 @@ class ScriptedEngine:
             decode_steps=0,
             kv_cache_bytes=0,
         )
+
+
+def scripted_result(
+    tokenizer: PreTrainedTokenizerBase,
+    text: str,
+    end_of_turn: int,
+    prompt_ids: list[int],
+    *,
+    logprob: float = -0.5,
+    weight_version: int = 0,
+    request_id: str = "scripted",
+) -> GenerateResult:
+    """What the engine returns for a scripted reply: its tokens, ending the turn, with made-up logprobs."""
+    ids = [*tokenizer(text, add_special_tokens=False).input_ids, end_of_turn]
+    completion = Completion(
+        index=0, token_ids=ids, logprobs=[logprob] * len(ids), text=text, finish_reason="stop"
+    )
+    return GenerateResult(
+        request_id=request_id,
+        prompt_token_ids=prompt_ids,
+        completions=[completion],
+        weight_version=weight_version,
+        ttft_s=0.0,
+        latency_s=0.0,
+    )
+
+
+class ScriptedBinarySearch:
+    """Test double of an LLM: answers GuessTheNumber by binary search from the hints in the chat."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, broken_turns: set[int] | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.broken_turns = broken_turns or set()
+        self.calls = 0
+
+    async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+        text = self.tokenizer.decode(prompt_ids)
+        low, high = 1, 10
+        for guess, hint in re.findall(r"you guessed (\d+), and the target number is (\w+)", text):
+            if hint == "higher":
+                low = max(low, int(guess) + 1)
+            else:
+                high = min(high, int(guess) - 1)
+        answer = (
+            "I am not sure."
+            if self.calls in self.broken_turns
+            else f"My guess is \\boxed{{{(low + high) // 2}}}."
+        )
+        self.calls += 1
+        return scripted_result(
+            self.tokenizer,
+            answer,
+            params.stop_token_ids[0],
+            prompt_ids,
+            weight_version=7,
+            request_id=str(self.calls),
+        )
+
+
+class ScriptedConstant:
+    """Test double of an LLM that always answers the same text."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, answer: str) -> None:
+        self.tokenizer = tokenizer
+        self.answer = answer
+
+    async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
+        return scripted_result(self.tokenizer, self.answer, params.stop_token_ids[0], prompt_ids)

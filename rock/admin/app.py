@@ -77,7 +77,17 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, object]:
-        return {"status": "ok", "workers": len(admin.scheduler.workers), "live": admin.live_count}
+        local = admin.config.local_worker
+        return {
+            "status": "ok",
+            "workers": len(admin.scheduler.workers),
+            "live": admin.live_count,
+            # Whether sandboxes may ask for network='packages' (the local worker has the package cache), and
+            # its loopback addresses for builds on this host.
+            "package_cache": bool(local is not None and local.pypi_cache),
+            "pypi_cache": local.pypi_cache if local is not None else None,
+            "apt_cache": local.apt_cache if local is not None else None,
+        }
 
     @app.get("/metrics", responses=R.METRICS)
     async def metrics(_caller: Caller) -> Response:

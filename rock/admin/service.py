@@ -357,6 +357,8 @@ class Admin:
                 )
             elif sandbox.status == "exited":
                 self._fail(info, FailureReason.EXITED, sandbox.detail or "the sandbox's container exited")
+            elif sandbox.status in ("disk_quota", "socket_tampered"):
+                self._fail(info, FailureReason(sandbox.status), sandbox.detail or sandbox.status)
         for info in list(self._live.values()):
             if (
                 info.worker_id == beat.worker_id
@@ -372,7 +374,8 @@ class Admin:
                     f"its container is gone from worker {beat.worker_id} (removed outside ROCK, or the "
                     "worker restarted without it)",
                 )
-        return HeartbeatReply(remove=[sid for sid in reported if sid not in self._live])
+        unwanted = [sid for sid in reported if sid not in self._live]
+        return HeartbeatReply(remove=unwanted + [sid for sid in beat.strays if sid not in self._live])
 
     async def _monitor(self) -> None:
         """Every reap_interval: flush activity times, drop silent workers, stop expired and idle sandboxes."""

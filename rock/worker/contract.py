@@ -74,7 +74,7 @@ class WorkerSandbox(BaseModel):
     """One container as its worker sees it."""
 
     id: str
-    status: Literal["running", "exited", "oom_killed"]
+    status: Literal["running", "exited", "oom_killed", "disk_quota", "socket_tampered"]
     detail: str | None = None
 
 
@@ -86,8 +86,11 @@ class Heartbeat(BaseModel):
     capacity: WorkerCapacity
     sandboxes: list[WorkerSandbox] | None = None
     """None when listing the containers took too long this time: the admin reconciles at a later beat."""
+    strays: list[str] = []
+    """Sandboxes of this fleet whose containers run on this worker's Docker host under another worker's id
+    (one lost for good, say): the admin has the ones it no longer wants removed."""
 
 
 class HeartbeatReply(BaseModel):
     remove: list[str]
-    """Sandboxes the admin no longer wants: the worker removes their containers."""
+    """Sandboxes the admin no longer wants: the worker removes their containers (strays included)."""

@@ -285,9 +285,25 @@ def base_gpu_id(config: TrainConfig, index: int) -> int:
 def init_ray(config: TrainConfig) -> None:
     if ray.is_initialized():
         return
+    if config.ray.address not in (None, "auto"):
+        present_local_token()
     ray.init(
         address=config.ray.address,
         num_cpus=config.ray.num_cpus if config.ray.address is None else None,
         include_dashboard=False,
         log_to_driver=False,
     )
+
+
+def present_local_token() -> None:
+    """Join an explicit address with token authentication when this machine holds a Ray token.
+
+    `ray start` (and any earlier local run) writes ~/.ray/auth_token and turns token authentication on;
+    Ray presents that token by itself only for a cluster it finds locally, so `ray.address=HOST:PORT` would be
+    refused (InvalidAuthToken). An explicit RAY_AUTH_MODE (or no token at all) is left as it is.
+    """
+    from ray._private.authentication.authentication_token_setup import (
+        maybe_enable_token_auth_if_token_available,
+    )
+
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from rock.fleet import LocalFleet, short_tmp
+from rock.fleet import LocalFleet, labelled_containers, short_tmp
 from rock.sdk.errors import CapacityExceeded
 from rock.sdk.sandbox import Sandbox
 from rock.sdk.types import SandboxState
@@ -115,3 +115,29 @@ def test_creates_waiting_for_room_fail_explicitly_when_the_admin_stops():
         waiter.join(timeout=60)
     assert len(outcome) == 1 and isinstance(outcome[0], CapacityExceeded), outcome
     assert "the admin stopped" in str(outcome[0]) and "nothing was created" in str(outcome[0])
+
+
+def test_a_worker_lost_for_good_has_its_containers_reaped_by_its_host():
+    fleet = LocalFleet(
+        short_tmp("rock-lost-"),
+        f"lost-{uuid.uuid4().hex[:6]}",
+        local_worker=False,
+        admin_args=["--heartbeat-timeout", "3"],
+    )
+    lost, survivor = fleet.add_worker("a-" + fleet.worker_id), fleet.add_worker("b-" + fleet.worker_id)
+    with fleet:
+        lost.start()
+        fleet.wait_for_workers(1)
+        sandbox = Sandbox("busybox", admin_url=fleet.url, **SMALL)
+        survivor.start()
+        fleet.wait_for_workers(2)
+        lost.stop(signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while sandbox.refresh().state is SandboxState.RUNNING:
+            assert time.monotonic() < deadline, "the admin never noticed the lost worker"
+            time.sleep(0.2)
+        assert sandbox.info.failure_reason == "worker_lost"
+        while labelled_containers("a-" + fleet.worker_id):
+            assert time.monotonic() < deadline, "the lost worker's container is still there"
+            time.sleep(0.2)
+        assert labelled_containers("b-" + fleet.worker_id) == set()

@@ -13,7 +13,7 @@ import pytest
 
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from roll.rollout.terminal.serving import LoopbackServer
+from roll.engine.server.loopback import LoopbackServer
 from roll.testing import ScriptedEngine
 
 pytestmark = pytest.mark.slow

@@ -44,7 +44,7 @@ def scripted(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
     """The scripted engine behind the real server app, on a free loopback port."""
 
     from roll.engine.server import create_app
-    from roll.rollout.terminal.serving import LoopbackServer
+    from roll.engine.server.loopback import LoopbackServer
 
     engine = ScriptedEngine(tiny_moe.tokenizer)
     server = LoopbackServer(create_app(engine, tiny_moe), "scripted-engine")

@@ -15,9 +15,9 @@ import torch
 from rock.proxy import ProxyClient, ProxyConfig
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
+from roll.engine.server.loopback import LoopbackServer
 from roll.rollout.terminal.expert import ExpertStep
 from roll.rollout.terminal.imitation import imitation_fallback
-from roll.rollout.terminal.serving import LoopbackServer
 from roll.testing import ScriptedEngine
 from roll.trainer.packing import PackedBatch, pack_trajectories
 from roll.types import Trajectory

@@ -3,20 +3,17 @@ ModelProxyService (train mode) in front of it per sampling setting, each on a lo
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import threading
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from roll.engine.server.loopback import LoopbackServer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from roll.rollout.config import SamplingConfig
     from roll.rollout.engine_front import EngineFront
-
-START_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -25,33 +22,6 @@ class ServedTokenizer:
 
     model_id: str
     tokenizer: PreTrainedTokenizerBase
-
-
-class LoopbackServer:
-    """An ASGI app served by uvicorn in a daemon thread on a free loopback port."""
-
-    def __init__(self, app: Any, name: str) -> None:
-        import uvicorn
-
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
-        self._thread = threading.Thread(target=self._serve, daemon=True, name=name)
-        self._thread.start()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the {name} server on {self.url} did not start; see the log above")
-            time.sleep(0.02)
-
-    def _serve(self) -> None:
-        asyncio.run(self._server.serve(sockets=[self._sock]))
-
-    def close(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
-        self._sock.close()
 
 
 class AgentEndpoints:

@@ -12,8 +12,8 @@ RANGE = re.compile(r"between (\d+) and (\d+)")
 HINT = re.compile(r"you guessed (\d+), and the target number is (higher|lower) than")
 
 
-class ExpertError(RuntimeError):
-    """An observation the expert cannot read (the env changed its wording); says which one."""
+class PlayerError(RuntimeError):
+    """An observation the player cannot read (the env changed its wording); says which one."""
 
 
 class BinarySearchPlayer:
@@ -30,7 +30,7 @@ class BinarySearchPlayer:
     def reset(self, observation: str) -> str:
         match = RANGE.search(observation)
         if match is None:
-            raise ExpertError(
+            raise PlayerError(
                 f"no 'between A and B' in the first GuessTheNumber observation: {observation[:200]!r}"
             )
         self.low, self.high = int(match.group(1)), int(match.group(2))
@@ -39,7 +39,7 @@ class BinarySearchPlayer:
     def act(self, observation: str) -> str:
         match = HINT.search(observation)
         if match is None:
-            raise ExpertError(f"no 'higher'/'lower' hint in the GuessTheNumber observation {observation!r}")
+            raise PlayerError(f"no 'higher'/'lower' hint in the GuessTheNumber observation {observation!r}")
         guess = int(match.group(1))
         if match.group(2) == "higher":
             self.low = max(self.low, guess + 1)
@@ -49,6 +49,6 @@ class BinarySearchPlayer:
 
     def _guess(self) -> str:
         if self.low > self.high:
-            raise ExpertError(f"the hints leave no number possible (range {self.low}..{self.high})")
+            raise PlayerError(f"the hints leave no number possible (range {self.low}..{self.high})")
         middle = (self.low + self.high) // 2
         return f"{self.low} to {self.high}: \\boxed{{{middle}}}"

@@ -1,6 +1,6 @@
-"""`roll experts generate|eval`: scripted expert data for SFT warm starts, and a quick success measurement.
+"""`roll players generate|eval`: scripted players' games as SFT warm-start data; a quick success measurement.
 
-Registered in roll/cli.py as `app.add_typer(experts_app, name="experts")`.
+Registered in roll/cli.py as `app.add_typer(players_app, name="players")`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 app = typer.Typer(
-    help="Scripted experts: SFT warm-start data, and eval success of a model.", no_args_is_help=True
+    help="Scripted players: SFT warm-start data, and eval success of a model.", no_args_is_help=True
 )
 
 TARGET_HELP = "A `roll train` config (its env section: env id, system prompt, limits) or a GEM env id."
@@ -30,26 +30,26 @@ def _env_config(target: str, overrides: list[str]) -> object:
 def generate(
     target: str = typer.Argument(..., help=TARGET_HELP),
     out: Path = typer.Option(..., "--out", "-o", help="JSONL file to write (one conversation a line)."),
-    episodes: int = typer.Option(64, min=1, help="Expert episodes to play (on consecutive env seeds)."),
+    episodes: int = typer.Option(64, min=1, help="Episodes to play (on consecutive env seeds)."),
     seed_offset: int = typer.Option(1_000_000, min=0, help="Env seed of the first episode."),
     overrides: list[str] | None = typer.Argument(None, help="Overrides of the config, e.g. env.max_turns=4."),
 ) -> None:
-    """Play the scripted expert on the real GEM env and write its winning episodes as SFT conversations."""
+    """Play the scripted player on the real GEM env and write its winning episodes as SFT conversations."""
     from rich.console import Console
 
     from roll.config import ConfigError
-    from roll.rollout.experts.generate import generate_expert_data
-    from roll.rollout.experts.guess_the_number import ExpertError
+    from roll.rollout.players.generate import generate_sft_data
+    from roll.rollout.players.guess_the_number import PlayerError
 
     console = Console(stderr=True)
     try:
         env = _env_config(target, overrides or [])
-        played = generate_expert_data(env, episodes, out, seed_offset)  # type: ignore[arg-type]
-    except (ConfigError, KeyError, ExpertError) as error:
+        played = generate_sft_data(env, episodes, out, seed_offset)  # type: ignore[arg-type]
+    except (ConfigError, KeyError, PlayerError) as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
     won = sum(episode.success for episode in played)
-    console.print(f"Expert won {won}/{len(played)} episodes; wrote {won} conversations to {out}")
+    console.print(f"The scripted player won {won}/{len(played)} episodes; wrote {won} conversations to {out}")
 
 
 @app.command("eval")
@@ -72,7 +72,7 @@ def evaluate(
     from roll.config import ConfigError
     from roll.models import ModelNotFoundError
     from roll.rollout.config import SamplingConfig
-    from roll.rollout.experts.eval import evaluate_model
+    from roll.rollout.players.eval import evaluate_model
 
     console = Console(stderr=True)
     sampling = SamplingConfig(temperature=temperature, max_new_tokens=max_new_tokens)

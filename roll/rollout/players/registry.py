@@ -1,14 +1,14 @@
-"""Which scripted expert plays which GEM env id."""
+"""Which scripted player plays which GEM env id."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Protocol
 
-from roll.rollout.experts.guess_the_number import BinarySearchPlayer
+from roll.rollout.players.guess_the_number import BinarySearchPlayer
 
 
-class ExpertPlayer(Protocol):
+class ScriptedPlayer(Protocol):
     def reset(self, observation: str) -> str:
         """The first action, given the env's first observation."""
         ...
@@ -18,16 +18,16 @@ class ExpertPlayer(Protocol):
         ...
 
 
-EXPERTS: dict[str, Callable[[], ExpertPlayer]] = {
+PLAYERS: dict[str, Callable[[], ScriptedPlayer]] = {
     "game:GuessTheNumber-v0-easy": BinarySearchPlayer,
     "game:GuessTheNumber-v0-hard": BinarySearchPlayer,
 }
 
 
-def expert_for(env_id: str) -> ExpertPlayer:
-    factory = EXPERTS.get(env_id)
+def player_for(env_id: str) -> ScriptedPlayer:
+    factory = PLAYERS.get(env_id)
     if factory is None:
         raise KeyError(
-            f"no scripted expert plays {env_id!r}; experts exist for: {', '.join(sorted(EXPERTS))}"
+            f"no scripted player plays {env_id!r}; players exist for: {', '.join(sorted(PLAYERS))}"
         )
     return factory()

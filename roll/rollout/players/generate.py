@@ -1,4 +1,4 @@
-"""Expert episodes on the real GEM env, as chat conversations in the env manager's message layout.
+"""Scripted players' episodes on the real GEM env, as chat conversations in the env manager's message layout.
 
 The layout is the one `GEMEnvManager.run_episode` feeds the policy: the env config's system prompt (if
 any), the first observation as a user message, then per turn the action as an assistant message and the
@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from roll.rollout.config import GEMEnvConfig
-from roll.rollout.experts.players import expert_for
+from roll.rollout.players.registry import player_for
 
-EXPERT_SEED_OFFSET = 1_000_000  # far from eval seeds (0..) and training seeds (10_000..)
+PLAYER_SEED_OFFSET = 1_000_000  # far from eval seeds (0..) and training seeds (10_000..)
 
 
 @dataclass
-class ExpertEpisode:
+class PlayedEpisode:
     seed: int
     messages: list[dict[str, Any]]
     rewards: list[float]
@@ -38,11 +38,11 @@ class ExpertEpisode:
         )
 
 
-def play_expert_episode(config: GEMEnvConfig, seed: int) -> ExpertEpisode:
-    """One episode of the scripted expert for config.env_id, within the env manager's turn limit."""
+def play_episode(config: GEMEnvConfig, seed: int) -> PlayedEpisode:
+    """One episode of the scripted player for config.env_id, within the env manager's turn limit."""
     import gem
 
-    player = expert_for(config.env_id)
+    player = player_for(config.env_id)
     env = gem.make(config.env_id, **config.env_kwargs)
     observation, _ = env.reset(seed=seed)
     messages: list[dict[str, Any]] = (
@@ -60,14 +60,14 @@ def play_expert_episode(config: GEMEnvConfig, seed: int) -> ExpertEpisode:
         messages.append({"role": "user", "content": str(observation)})
         action = player.act(str(observation))
     success = bool(rewards) and rewards[-1] >= config.success_reward
-    return ExpertEpisode(seed=seed, messages=messages, rewards=rewards, success=success)
+    return PlayedEpisode(seed=seed, messages=messages, rewards=rewards, success=success)
 
 
-def generate_expert_data(
-    config: GEMEnvConfig, episodes: int, out: Path, seed_offset: int = EXPERT_SEED_OFFSET
-) -> list[ExpertEpisode]:
-    """Play `episodes` expert episodes on seeds seed_offset.. and write the winning ones to `out` (JSONL)."""
-    played = [play_expert_episode(config, seed) for seed in range(seed_offset, seed_offset + episodes)]
+def generate_sft_data(
+    config: GEMEnvConfig, episodes: int, out: Path, seed_offset: int = PLAYER_SEED_OFFSET
+) -> list[PlayedEpisode]:
+    """Play `episodes` episodes on seeds seed_offset.. and write the winning ones to `out` (JSONL)."""
+    played = [play_episode(config, seed) for seed in range(seed_offset, seed_offset + episodes)]
     won = [episode for episode in played if episode.success]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(episode.to_json(config.env_id) + "\n" for episode in won))
