@@ -133,3 +133,28 @@ def test_a_create_whose_client_left_while_it_started_is_removed(fleet: LocalFlee
         time.sleep(0.2)
     assert len(new) == 1 and new[0]["state"] == "deleted", new
     assert new[0]["id"] not in fleet.containers()
+
+
+def test_a_large_download_streams_through_rocklet_worker_and_admin(fleet: LocalFleet, sandbox: Sandbox):
+    assert fleet.admin.proc is not None
+    sandbox.run("mkdir -p /srv/down && truncate -s 256M /srv/down/zeros.bin")
+    before = _peak_rss(fleet.admin.proc.pid)
+    received = 0
+    with httpx.stream(
+        "GET", f"{fleet.url}/v1/sandboxes/{sandbox.id}/download", params={"path": "/srv/down"}, timeout=300
+    ) as response:
+        assert response.status_code == 200
+        for piece in response.iter_raw():
+            received += len(piece)
+    sandbox.run("rm -r /srv/down")
+    assert received >= UPLOAD + 3 * tarfile.BLOCKSIZE
+    assert _peak_rss(fleet.admin.proc.pid) - before < UPLOAD // 4
+    assert sandbox.refresh().state == "running"
+
+
+def test_a_download_of_an_unreadable_file_is_a_clear_error(fleet: LocalFleet, tmp_path: Path):
+    with (
+        Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as unprivileged,
+        pytest.raises(SandboxRequestError, match="/etc/shadow is not readable by the sandbox's user"),
+    ):
+        unprivileged.download("/etc/shadow", tmp_path)
