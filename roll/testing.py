@@ -168,6 +168,7 @@ class ScriptedEngine:
             prefix_cache_hit_tokens=0,
             generated_tokens=0,
             decode_steps=0,
+            kv_cache_bytes=0,
         )
 
 

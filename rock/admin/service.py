@@ -363,6 +363,8 @@ class Admin:
                 )
             elif sandbox.status == "exited":
                 self._fail(info, FailureReason.EXITED, sandbox.detail or "the sandbox's container exited")
+            elif sandbox.status in ("disk_quota", "socket_tampered"):
+                self._fail(info, FailureReason(sandbox.status), sandbox.detail or sandbox.status)
         for info in list(self._live.values()):
             if (
                 info.worker_id == beat.worker_id

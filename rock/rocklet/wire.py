@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import re
 import socketserver
+
+# hmac.compare_digest itself; importing hmac would load hashlib at every sandbox's start.
+from _operator import _compare_digest as compare_digest
 from collections.abc import Callable
 
 # Importing typing adds ~4 ms to every sandbox's start; only type checkers need it.
@@ -25,6 +28,7 @@ MAX_LINE = 65536
 REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     409: "Conflict",
     422: "Unprocessable Entity",
@@ -32,6 +36,10 @@ REASONS = {
     503: "Service Unavailable",
 }
 PERCENT_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+UNAUTHORIZED = (
+    b'{"error": {"type": "Unauthorized", "message": "this rocklet answers only requests with its sandbox\'s '
+    b'token (Authorization: Bearer TOKEN); reach the sandbox through the ROCK admin"}}'
+)
 
 
 class ProtocolError(Exception):
@@ -118,6 +126,10 @@ class Handler(socketserver.StreamRequestHandler):
                 while (line := _read_line(self.rfile)) not in (b"\r\n", b"\n", b""):
                     name, _, value = line.decode("latin-1").partition(":")
                     headers[name.strip().lower()] = value.strip()
+                if not self.server.authorized(headers.get("authorization", "")):
+                    # Refused before its body is read: a caller without the token costs no memory.
+                    self._respond(401, "application/json", UNAUTHORIZED, keep_alive=False)
+                    return
                 body = Body(self.rfile, headers)
             except (ProtocolError, ValueError):
                 self._respond(400, "text/plain", b"malformed HTTP request", keep_alive=False)
@@ -181,6 +193,12 @@ class HttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     daemon_threads = True
 
-    def __init__(self, socket_path: str, dispatch: Dispatch) -> None:
+    def __init__(self, socket_path: str, dispatch: Dispatch, token: str | None = None) -> None:
         self.dispatch = dispatch
+        self.expected = None if token is None else f"Bearer {token}".encode()
         super().__init__(socket_path, Handler)
+
+    def authorized(self, authorization: str) -> bool:
+        if self.expected is None:
+            return True
+        return compare_digest(authorization.encode("latin-1", errors="replace"), self.expected)

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import TypeAdapter
 
-from rock.sdk.errors import CommandTimeout, error_from_response
+from rock.sdk.errors import AdminUnavailable, CommandTimeout, error_from_response
 from rock.sdk.types import (
     CreateSandboxRequest,
     ExecRequest,
@@ -68,6 +68,14 @@ class Call(Generic[T]):
         if self.content is not None:
             out["content"] = self.content
         return out
+
+    def unsent(self, exc: httpx.TransportError, base_url: httpx.URL) -> AdminUnavailable:
+        """The error for a call whose connection to the admin failed or broke before the answer."""
+        return AdminUnavailable(
+            f"the admin at {base_url} did not answer {self.method} {self.path} ({exc!r}); it may be "
+            "restarting: retry in a few seconds (sandboxes keep running; a command cut off this way may have "
+            "run, but its output is lost)"
+        )
 
     def finish(self, response: httpx.Response) -> T:
         if not response.is_success:

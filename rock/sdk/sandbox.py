@@ -25,6 +25,7 @@ class SandboxOptions(TypedDict, total=False):
 
     cpus: float
     memory: str
+    disk: str
     pids: int
     ttl: float
     idle_timeout: float
@@ -77,7 +78,11 @@ class Sandbox:
         return cls(admin_url=admin_url, api_key=api_key, _attach=sandbox_id)
 
     def _do(self, call: calls.Call[T]) -> T:
-        return call.finish(self._http.request(call.method, call.path, **call.request_kwargs()))
+        try:
+            response = self._http.request(call.method, call.path, **call.request_kwargs())
+        except httpx.TransportError as exc:
+            raise call.unsent(exc, self._http.base_url) from exc
+        return call.finish(response)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -185,7 +190,11 @@ class AsyncSandbox:
         return self.info.id
 
     async def _do(self, call: calls.Call[T]) -> T:
-        return call.finish(await self._http.request(call.method, call.path, **call.request_kwargs()))
+        try:
+            response = await self._http.request(call.method, call.path, **call.request_kwargs())
+        except httpx.TransportError as exc:
+            raise call.unsent(exc, self._http.base_url) from exc
+        return call.finish(response)
 
     async def start(self) -> SandboxInfo:
         try:

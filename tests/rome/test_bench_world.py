@@ -1,4 +1,4 @@
-"""The world's task shapes, as fixtures written here (tests/rome/fixtures/world), validated on real Docker
+"""The world's task shapes, as fixtures written here (rome/tasks/fixtures), validated on real Docker
 through a private ROCK fleet with its package cache (offline, seeded by set-up): a Harbor multi-step task,
 a Terminal-Bench task without run-tests.sh, an image without python3, a grader that installs uv with curl
 and runs `uvx pytest --ctrf`, a Dockerfile with `pip install`, and every network key among them."""
@@ -15,7 +15,7 @@ from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-WORLD = Path(__file__).parent / "fixtures" / "world"
+WORLD = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "fixtures"
 
 
 @pytest.fixture(scope="module")
