@@ -35,7 +35,9 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
     console = console or Console(stderr=True)
     started = time.perf_counter()
     run_dir = config.run_dir
-    previous = RunLog.find_checkpoint(run_dir) if config.resume else None
+    previous = RunLog.resume_point(run_dir) if config.resume else None
+    if config.resume and previous is None:
+        console.print(f"resume=true: {run_dir} has no checkpoint and no logs yet; the run starts at step 0")
     log = RunLog(run_dir, resume_step=previous[1]["step"] if previous else None)
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
     check_env(config.env, config.train_seed_offset)

@@ -12,6 +12,11 @@ from roll.types import Trajectory
 
 LATEST = "latest"
 PIPELINE_STATE = "pipeline.json"
+LOGS = ("metrics.jsonl", "eval.jsonl")
+
+
+class ResumeError(RuntimeError):
+    """resume=true found nothing to resume from but a log it would lose; nothing was touched."""
 
 
 def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> dict[str, float]:
@@ -47,7 +52,7 @@ class RunLog:
         self.dir = run_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.checkpoints = run_dir / "checkpoints"
-        for name in ("metrics.jsonl", "eval.jsonl"):
+        for name in LOGS:
             self._keep_until(run_dir / name, resume_step)
         from torch.utils.tensorboard import SummaryWriter
 
@@ -94,6 +99,22 @@ class RunLog:
         later = [folder for folder in self.checkpoints.glob("step_*") if folder.name > current.name]
         for old in [*earlier[: max(len(earlier) - (keep - 1), 0)], *later]:
             shutil.rmtree(old)
+
+    @staticmethod
+    def resume_point(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+        """What resume=true continues from: the latest checkpoint, or None for a run that has logged
+        nothing yet. A run that logged steps but was stopped before its first checkpoint is refused, since
+        starting over would rewrite its metrics.jsonl and eval.jsonl."""
+        found = RunLog.find_checkpoint(run_dir)
+        logged = [name for name in LOGS if (run_dir / name).is_file() and (run_dir / name).stat().st_size]
+        if found is None and logged:
+            raise ResumeError(
+                f"resume=true, but {run_dir} has no complete checkpoint yet (the run stopped before its "
+                f"first save; see save_every), only {' and '.join(logged)}, which starting over would "
+                "rewrite. Nothing was changed. Run without resume=true to start over in this folder, or give "
+                "the new run another name= (or output_dir=) to keep these logs."
+            )
+        return found
 
     @staticmethod
     def find_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
