@@ -8,15 +8,17 @@ one interval plus one measurement.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
 
-from rock.worker.containers import container_name
+from rock.worker.containers import container_name, kill_container
 
 log = logging.getLogger("rock.worker")
 CHECK_INTERVAL = 1.0
@@ -58,9 +60,11 @@ def disk_usage(folder: Path) -> int:
 
 
 class DiskWatch:
-    """The sandboxes whose disk limit Docker does not enforce, and those found over it."""
+    """The sandboxes whose disk limit Docker does not enforce, and those found over it (and stopped)."""
 
-    def __init__(self) -> None:
+    def __init__(self, blocking: Callable[..., Awaitable[Any]]) -> None:
+        """`blocking(fn, *args)`: runs a blocking call off the event loop."""
+        self._blocking = blocking
         self.hard_limits: bool | None = None
         """Whether Docker enforces `size=` here; None until the first create finds out."""
         self._watched: dict[str, tuple[Path, int]] = {}
@@ -87,8 +91,31 @@ class DiskWatch:
                 return container_id
         return await start(disk_quota=False)
 
-    def watch(self, sandbox_id: str, upper: Path, limit: int) -> None:
-        self._watched[sandbox_id] = (upper, limit)
+    async def follow(self, client: docker.DockerClient, sandbox_id: str, limit: int) -> None:
+        """Measure the sandbox's upper layer from now on, unless Docker enforces its disk limit."""
+        if self.hard_limits:
+            return
+        upper = await self._blocking(upper_dir, client, sandbox_id)
+        if upper is not None:
+            self._watched[sandbox_id] = (upper, limit)
+
+    async def run(self, client: docker.DockerClient) -> None:
+        """Forever: every CHECK_INTERVAL, kill the containers of the sandboxes over their limit."""
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL)
+            try:
+                for sandbox_id, used, limit in await self._blocking(self.over_limit):
+                    detail = (
+                        f"the sandbox wrote {used / 2**20:.0f} MiB to its filesystem, over its disk limit "
+                        f"of {limit / 2**20:.0f} MiB, and was stopped; create it with a larger `disk`, or "
+                        "have it write less"
+                    )
+                    log.warning("stopping sandbox %s: %s", sandbox_id, detail)
+                    self.forget(sandbox_id)
+                    self.exceeded[sandbox_id] = detail
+                    await self._blocking(kill_container, client, sandbox_id)
+            except Exception:
+                log.exception("the disk watch failed once; it keeps running")
 
     def forget(self, sandbox_id: str) -> None:
         self._watched.pop(sandbox_id, None)

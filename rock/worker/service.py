@@ -34,10 +34,10 @@ from rock.sdk.types import (
     WorkerCapacity,
     parse_memory,
 )
-from rock.worker import containers, disk, socket_dir
+from rock.worker import containers, socket_dir
 from rock.worker.config import WorkerConfig
 from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
-from rock.worker.disk import CHECK_INTERVAL, DiskWatch
+from rock.worker.disk import DiskWatch
 from rock.worker.identity import claim_id
 from rock.worker.packages import PackageBridges
 from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
@@ -64,7 +64,7 @@ class WorkerService:
         self._oom: set[str] = set()
         self._oom_counters: dict[str, tuple[Path, str]] = {}
         self._removing: set[str] = set()
-        self._disk = DiskWatch()
+        self._disk = DiskWatch(self._blocking)
         self._closing = False
         self._tampered: dict[str, str] = {}
         """Sandbox id -> how it replaced its rocklet's socket."""
@@ -113,7 +113,7 @@ class WorkerService:
         await self.reconcile()
         threading.Thread(target=self._watch_oom, name="rock-oom-events", daemon=True).start()
         self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
-        self._disk_checks = asyncio.get_running_loop().create_task(self._disk_loop())
+        self._disk_checks = asyncio.get_running_loop().create_task(self._disk.run(self.docker))
 
     async def close(self) -> None:
         """Stop heartbeating; containers stay, to be adopted when a worker with this id starts again."""
@@ -163,42 +163,13 @@ class WorkerService:
         self._clients[sandbox_id] = client
         self._watch_memory(sandbox_id, container_id)
         if disk is not None:
-            await self._watch_disk(sandbox_id, disk)
+            await self._disk.follow(self.docker, sandbox_id, disk)
 
     def _rocklet_client(self, sandbox_id: str) -> RockletClient:
         return RockletClient(
             self.config.run_dir / sandbox_id / "rocklet.sock",
             token=socket_dir.rocklet_token(self._rocklet_key, sandbox_id),
         )
-
-    async def _watch_disk(self, sandbox_id: str, limit: int) -> None:
-        """Measure the sandbox's upper layer from now on, unless Docker enforces its disk limit."""
-        if self._disk.hard_limits:
-            return
-        upper = await self._blocking(disk.upper_dir, self.docker, sandbox_id)
-        if upper is not None:
-            self._disk.watch(sandbox_id, upper, limit)
-
-    async def _disk_loop(self) -> None:
-        while True:
-            await asyncio.sleep(CHECK_INTERVAL)
-            try:
-                for sandbox_id, used, limit in await self._blocking(self._disk.over_limit):
-                    await self._stop_over_disk(sandbox_id, used, limit)
-            except Exception:
-                log.exception("the disk watch failed once; it keeps running")
-
-    async def _stop_over_disk(self, sandbox_id: str, used: int, limit: int) -> None:
-        spec = self._specs.get(sandbox_id)
-        limit_text = spec.disk if spec is not None else f"{limit // 2**20}m"
-        detail = (
-            f"the sandbox wrote {used / 2**20:.0f} MiB to its filesystem, over its disk limit of "
-            f"{limit_text}, and was stopped; create it with a larger `disk`, or have it write less"
-        )
-        log.warning("stopping sandbox %s: %s", sandbox_id, detail)
-        self._disk.forget(sandbox_id)
-        self._disk.exceeded[sandbox_id] = detail
-        await self._blocking(containers.kill_container, self.docker, sandbox_id)
 
     # sandboxes --------------------------------------------------------------------------------------
     async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
@@ -265,7 +236,7 @@ class WorkerService:
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)
-            await self._watch_disk(sandbox_id, spec.disk_bytes)
+            await self._disk.follow(self.docker, sandbox_id, spec.disk_bytes)
             return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
@@ -460,15 +431,16 @@ class WorkerService:
         found = await asyncio.get_running_loop().run_in_executor(
             self._heartbeat_pool, containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
         )
-        for sandbox in found:
-            client = self._clients.get(sandbox.id)
-            # A container that stopped took its socket with it; only a running one can have replaced it.
-            if client is None or sandbox.status != "running" or sandbox.id in self._tampered:
-                continue
-            problem = socket_dir.socket_problem(client.socket_path)
-            if problem is not None:
-                log.warning("sandbox %s: %s", sandbox.id, problem)
-                self._tampered[sandbox.id] = problem
+        # A container that stopped took its socket with it; only a running one can have replaced it.
+        running = {
+            s.id: self._clients[s.id].socket_path
+            for s in found
+            if s.status == "running" and s.id in self._clients
+        }
+        for sandbox_id, problem in socket_dir.replaced_sockets(running).items():
+            if sandbox_id not in self._tampered:
+                log.warning("sandbox %s: %s", sandbox_id, problem)
+                self._tampered[sandbox_id] = problem
         return listed_at, [self._judged(s) for s in found if s.id not in self._removing]
 
     def _judged(self, sandbox: WorkerSandbox) -> WorkerSandbox:

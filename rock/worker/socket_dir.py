@@ -122,3 +122,9 @@ def socket_problem(socket_path: str) -> str | None:
         f"the sandbox replaced its rocklet's socket {socket_path} with {found}; the worker no longer talks "
         "to it: delete the sandbox and create a new one"
     )
+
+
+def replaced_sockets(sockets: dict[str, str]) -> dict[str, str]:
+    """{sandbox id: what replaced its socket} among `sockets` ({sandbox id: socket path})."""
+    found = {sandbox_id: socket_problem(path) for sandbox_id, path in sockets.items()}
+    return {sandbox_id: problem for sandbox_id, problem in found.items() if problem is not None}
