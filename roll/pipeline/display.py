@@ -71,7 +71,7 @@ def print_summary(
             f"{row['turns']:.1f}",
         )
     console.print(table)
-    if isinstance(config.env, TerminalEnvConfig):
+    if played and isinstance(config.env, TerminalEnvConfig):
         from roll.rollout.terminal.report import start_point_table
 
         title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"
