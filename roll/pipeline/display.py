@@ -15,13 +15,17 @@ from roll.pipeline.config import TrainConfig
 
 
 def step_line(record: dict[str, Any]) -> str:
-    return (
+    line = (
         f"reward {record['reward']:+.3f} · success {record['success']:.0%} · "
         f"{record['samples_per_s']:.2f} samples/s · staleness {record['staleness_mean']:.2f} · "
         f"rollout {record['time_rollout_s']:.1f}s train {record['time_train_s']:.1f}s "
         f"sync {record['time_sync_s']:.1f}s · gen/env per episode "
         f"{record['episode_gen_s']:.1f}/{record['episode_env_s']:.1f}s"
     )
+    # Infrastructure failures are played again, so the batch hides them: say how many there were.
+    if failed := record.get("buffer/infra_failed_step"):
+        line += f" · {failed} episode(s) failed to run"
+    return line
 
 
 def eval_line(record: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ import re
 
 from rich.console import Console
 
-from roll.pipeline.display import eval_line
+from roll.pipeline.display import eval_line, step_line
 from roll.progress import StepProgress
 
 LONG_INFO = "reward +0.250 · success 25% · " + "x" * 150  # longer than any console is wide
@@ -56,3 +56,24 @@ def test_eval_line_says_what_was_won_out_of_what_was_played() -> None:
     )
     nothing = {"step": 4, "label": "after RL", "episodes": 0, "failed": 64, "time_s": 3.0}
     assert eval_line(nothing) == "eval after RL (step 4): no episode finished (64 failed to run)"
+
+
+def test_step_line_says_how_many_episodes_failed_to_run() -> None:
+    record = {
+        "reward": 0.25,
+        "success": 0.25,
+        "samples_per_s": 1.5,
+        "staleness_mean": 0.5,
+        "time_rollout_s": 10.0,
+        "time_train_s": 5.0,
+        "time_sync_s": 1.0,
+        "episode_gen_s": 3.0,
+        "episode_env_s": 2.0,
+        "buffer/infra_failed_step": 0,
+    }
+    line = step_line(record)
+    assert line == (
+        "reward +0.250 · success 25% · 1.50 samples/s · staleness 0.50 · rollout 10.0s train 5.0s sync 1.0s"
+        " · gen/env per episode 3.0/2.0s"
+    )
+    assert step_line(record | {"buffer/infra_failed_step": 3}) == line + " · 3 episode(s) failed to run"
