@@ -25,6 +25,10 @@ def step_line(record: dict[str, Any]) -> str:
     # Infrastructure failures are played again, so the batch hides them: say how many there were.
     if failed := record.get("buffer/infra_failed_step"):
         line += f" · {failed} episode(s) failed to run"
+    if timeouts := record.get("agent_timeouts"):
+        line += f" · {timeouts} agent timeout(s)"
+    if errors := record.get("agent_errors"):
+        line += f" · {errors} agent error(s)"
     return line
 
 
@@ -53,7 +57,8 @@ def print_summary(
         title=f"Eval success on {config.env.env_id}, {seeds} (fixed, apart from training seeds), {sampling}, "
         f"<= {ev.sampling.max_new_tokens} tokens per turn ({config.run_dir})"
     )
-    for column in ("when", "step", "episodes", "success", "reward", "format errors", "turns"):
+    columns = ("when", "step", "episodes", "success", "reward", "format errors", "turns", "failed to run")
+    for column in (*columns, "agent timeouts / errors"):
         table.add_column(column, justify="left" if column == "when" else "right")
     played = [row for row in evals if row.get("episodes")]
     for row in played:
@@ -65,6 +70,8 @@ def print_summary(
             f"{row['reward']:+.3f}",
             f"{row['format_error_rate']:.0%}",
             f"{row['turns']:.1f}",
+            str(row.get("failed", 0)),
+            f"{row.get('agent_timeouts', 0)} / {row.get('agent_errors', 0)}",
         )
     console.print(table)
     if played:
