@@ -7,6 +7,7 @@ places them on their own devices. The driver holds the handles and is the contro
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -264,15 +265,28 @@ def base_gpu_id(config: TrainConfig, index: int) -> int:
 
 
 def init_ray(config: TrainConfig) -> None:
+    """Join `ray.address`, or start this run's own local Ray (never one a killed driver left behind)."""
     if ray.is_initialized():
         return
-    if config.ray.address not in (None, "auto"):
-        present_local_token()
+    address = config.ray.address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        if address != "auto":
+            present_local_token()
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        return
+    from roll.pipeline.ray_session import new_temp_dir, stop_previous
+
+    stopped = stop_previous(config.run_dir)
+    if stopped:
+        log.warning(
+            "stopped %d Ray processes a killed driver of %s had left running", stopped, config.run_dir
+        )
     ray.init(
-        address=config.ray.address,
-        num_cpus=config.ray.num_cpus if config.ray.address is None else None,
+        address="local",
+        num_cpus=config.ray.num_cpus,
         include_dashboard=False,
         log_to_driver=False,
+        _temp_dir=new_temp_dir(config.run_dir),
     )
 
 

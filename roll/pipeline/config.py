@@ -124,7 +124,9 @@ class WarmStartConfig(StrictConfig):
 
 
 class RayConfig(StrictConfig):
-    address: str | None = Field(None, description="An existing Ray cluster; None starts a local one.")
+    address: str | None = Field(
+        None, description="An existing Ray cluster (or RAY_ADDRESS); None starts a new local one for the run."
+    )
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray (None: all).")
 
 
