@@ -133,9 +133,7 @@ def main() -> None:
     args = parser.parse_args()
     seconds = bench_generation(args.generate)
     slowest = max(seconds.values())
-    print(
-        f"generation: slowest family {slowest:.2f} s for {args.generate} (goal: under 60 s)"
-    )
+    print(f"generation: slowest family {slowest:.2f} s for {args.generate} (goal: under 60 s)")
     results: dict[str, Any] = {
         "generate_instances_per_family": args.generate,
         "generate_seconds": {k: round(v, 2) for k, v in seconds.items()},
