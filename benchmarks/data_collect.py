@@ -41,31 +41,13 @@ def bench_generation(count: int) -> dict[str, float]:
     return seconds
 
 
-def scripted_policy(tasks: Path):  # type: ignore[no-untyped-def]
-    """The teacher's plan as model text: `<tool_call>` blocks the server's parser turns into tool calls."""
-    from rome.data.teacher import plan
-
-    plans = {}
-    for folder in sorted(p for p in tasks.iterdir() if (p / "instruction.md").is_file()):
-        plans[(folder / "instruction.md").read_text().strip()[:80]] = plan(folder, 0, 0.0)
-
-    def policy(prompt: str) -> str:
-        turns = next(t for key, t in plans.items() if key in prompt)
-        turn = turns[min(prompt.count("<|im_start|>assistant") - 1, len(turns) - 1)]
-        if turn.command is None:
-            return turn.text
-        call = {"name": "run_shell_command", "arguments": {"command": turn.command}}
-        return f"{turn.text}.\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
-
-    return policy
-
-
 def bench_collect(attempts: int) -> dict[str, Any]:
+    from roll.engine.server.loopback import serve_on_loopback
     from roll.models import load_model
-    from roll.rollout.agentic.scripted_engine import ScriptedEngine
-    from roll.rollout.agentic.serving import EngineServer
+    from roll.testing import ScriptedEngine
     from rome.bench.runner import sandbox_provider
     from rome.data.collect import CollectSettings, collect
+    from rome.data.testing import teacher_policy
 
     root = Path(tempfile.mkdtemp(prefix="rome-data-bench-"))
     tasks = root / "tasks"
@@ -76,9 +58,7 @@ def bench_collect(attempts: int) -> dict[str, Any]:
     try:
         with (
             sandbox_provider("rock") as provider,
-            EngineServer(
-                loaded, engine=ScriptedEngine(loaded.tokenizer, policy=scripted_policy(tasks))
-            ) as server,
+            serve_on_loopback(ScriptedEngine(loaded.tokenizer, policy=teacher_policy(tasks)), loaded) as url,
         ):
             # One untimed pass builds the images and warms the fleet.
             collect(tasks, root / "warm.jsonl", CollectSettings(concurrency=4), provider)
@@ -86,7 +66,7 @@ def bench_collect(attempts: int) -> dict[str, Any]:
                 for concurrency in CONCURRENCY:
                     settings = CollectSettings(
                         agent="oracle-teacher" if kind == "oracle-teacher" else "iflow",
-                        model=None if kind == "oracle-teacher" else server.url,
+                        model=None if kind == "oracle-teacher" else url,
                         attempts=attempts,
                         concurrency=concurrency,
                         mistake_rate=0.0,

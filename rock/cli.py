@@ -5,6 +5,7 @@ import typer
 from rock.admin.cli import app as admin_app
 from rock.envs.cli import app as envs_app
 from rock.images.cli import app as image_app
+from rock.packages.cli import app as packages_app
 from rock.proxy.cli import app as proxy_app
 from rock.sdk.cli import app as sandbox_app
 from rock.worker.cli import app as worker_app
@@ -17,6 +18,7 @@ app.add_typer(sandbox_app, name="sandbox", help="Create, list, use and remove sa
 app.add_typer(
     envs_app, name="envs", help="GEM environments hosted in sandboxes (make/reset/step/close/list)."
 )
+app.add_typer(packages_app, name="packages", help="The package cache: seed it while online.")
 app.add_typer(proxy_app, name="proxy", help="The model proxy: agents' model endpoint, recording every call.")
 
 

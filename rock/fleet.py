@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from rock.worker.socket_dir import release_mounts_under
+
 if TYPE_CHECKING:
     from rock.admin.config import AdminConfig
 
@@ -203,6 +205,7 @@ class LocalFleet:
             worker.stop()
         self.admin.stop()
         self.remove_all_containers()
+        release_mounts_under(self.state_dir)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def remove_all_containers(self) -> None:
@@ -214,7 +217,8 @@ class AdminThread:
     """An admin alone (no worker) served by uvicorn in a thread of this process, for API tests without
     Docker."""
 
-    def __init__(self, config: AdminConfig) -> None:
+    def __init__(self, config: AdminConfig, envs: bool = False) -> None:
+        """`envs`: serve the environment routes under /envs too, as `rock admin serve` does."""
         import uvicorn
 
         from rock.admin.app import create_app
@@ -222,8 +226,9 @@ class AdminThread:
 
         self.config = config
         self.url = f"http://{config.host}:{config.port}"
+        app = create_app(Admin(config), envs_admin_url=self.url if envs else None)
         self.server = uvicorn.Server(
-            uvicorn.Config(create_app(Admin(config)), host=config.host, port=config.port, log_level="warning")
+            uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -275,6 +280,7 @@ def _stop_when_orphaned(parent_pid: int, worker_ids: list[str], state_dir: Path)
         except ProcessLookupError:
             for wid in worker_ids:
                 remove_containers(wid)
+            release_mounts_under(state_dir)
             shutil.rmtree(state_dir, ignore_errors=True)
             os.kill(os.getpid(), signal.SIGTERM)
             return

@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 
 from roll.pipeline.cli import plot, train
-from roll.rollout.agentic.cli import agentic_train
-from roll.rollout.experts.cli import app as experts_app
+from roll.rollout.players.cli import app as players_app
 from roll.sft.cli import sft
 
 app = typer.Typer(
@@ -55,8 +54,7 @@ def serve(
 app.command("train")(train)
 app.command("plot")(plot)
 app.command("sft")(sft)
-app.command("agentic")(agentic_train)
-app.add_typer(experts_app, name="experts")
+app.add_typer(players_app, name="players")
 
 
 if __name__ == "__main__":

@@ -71,9 +71,11 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 || fail "dockerd did not answer within 60 s; read .ale/dockerd.log."
 fi
 
-step "System tools: debootstrap and busybox-static (local base images), tmux and ripgrep (iflow)"
+step "System tools: debootstrap and busybox-static (local base images), tmux and ripgrep (iflow), apt-cacher"
 missing=()
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# The package cache's Debian half (apt-cacher-ng cannot bind its socket under gVisor; apt-cacher can).
+[ -x /usr/sbin/apt-cacher ] || missing+=(apt-cacher)
 [ -x /bin/busybox ] || missing+=(busybox-static)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
@@ -85,5 +87,9 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || apt_install postgres
 
 step "Local base images (rock image bootstrap)"
 "$VENV/bin/rock" image bootstrap
+
+step "Package cache for sandboxes with network=packages (rock packages seed into .ale/package-cache)"
+# Fetched once now, while online: rome-bench's tests then install from this cache offline.
+"$VENV/bin/rock" packages seed || fail "rock packages seed could not fill the package cache; read .ale/package-cache/*.log."
 
 printf '\033[1;32mset-up complete\033[0m\n'

@@ -97,3 +97,22 @@ def test_no_import_cycle_between_engine_and_trainer() -> None:
     engine_to_trainer = forbidden_imports("roll/engine", ("roll.trainer",))
     trainer_to_engine = forbidden_imports("roll/trainer", ("roll.engine",))
     assert not (engine_to_trainer and trainer_to_engine)
+
+
+def test_tests_import_their_helpers_as_a_package() -> None:
+    """A helper module under tests/ is imported as `tests.<package>.<module>`, not by bare name through the
+    folder pytest happens to put on sys.path. Worker scripts (run by path, `__main__`) are exempt."""
+    tests = ROOT / "tests"
+    local_names = {path.stem for path in tests.rglob("*.py")}
+    bare = []
+    for path in sorted(tests.rglob("*.py")):
+        source = path.read_text()
+        if 'if __name__ == "__main__"' in source:
+            continue
+        package = ".".join(path.relative_to(ROOT).parts[:-1])
+        bare += [
+            f"{path.relative_to(ROOT)}: {n}" for n in imported_modules(source, package) if n in local_names
+        ]
+    assert bare == []
+    folders = [tests, *(p.parent for p in tests.rglob("test_*.py"))]
+    assert sorted({str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()}) == []

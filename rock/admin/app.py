@@ -6,9 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
 
+import httpx
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AfterValidator
+from starlette.background import BackgroundTask
 
 from rock.admin import responses as R
 from rock.admin.config import KeyPolicy
@@ -56,6 +59,16 @@ def _passthrough(response) -> Response:  # type: ignore[no-untyped-def]
     )
 
 
+def _streamed(response: httpx.Response) -> StreamingResponse:
+    """A worker's answer passed on piece by piece (a download of any size holds no memory here)."""
+    return StreamingResponse(
+        response.aiter_raw(),
+        status_code=response.status_code,
+        media_type=response.headers.get("content-type"),
+        background=BackgroundTask(response.aclose),
+    )
+
+
 def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     """The admin's API; with `envs_admin_url` (this admin's own URL) also the GEM env routes under /envs,
     whose environments get their sandboxes from this admin (with the caller's key checked first)."""
@@ -77,7 +90,17 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, object]:
-        return {"status": "ok", "workers": len(admin.scheduler.workers), "live": admin.live_count}
+        local = admin.config.local_worker
+        return {
+            "status": "ok",
+            "workers": len(admin.scheduler.workers),
+            "live": admin.live_count,
+            # Whether sandboxes may ask for network='packages' (the local worker has the package cache), and
+            # its loopback addresses for builds on this host.
+            "package_cache": bool(local is not None and local.pypi_cache),
+            "pypi_cache": local.pypi_cache if local is not None else None,
+            "apt_cache": local.apt_cache if local is not None else None,
+        }
 
     @app.get("/metrics", responses=R.METRICS)
     async def metrics(_caller: Caller) -> Response:
@@ -155,8 +178,10 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
 
     @app.get("/v1/sandboxes/{sandbox_id}/download", responses=R.DOWNLOAD)
     async def download(sandbox_id: str, path: SandboxPath, who: Caller) -> Response:
-        return _passthrough(
-            await admin.forward(sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0)
+        return _streamed(
+            await admin.forward(
+                sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0, stream=True
+            )
         )
 
     @app.post("/v1/sandboxes/{sandbox_id}/forward", responses=R.FORWARD)

@@ -7,10 +7,15 @@ hold a port. --no-proxy turns it off even when a mode comes from the environment
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from rock.packages.cache import PackageCache
 
 app = typer.Typer(help="The admin: control plane of the fleet.", no_args_is_help=True)
 
@@ -82,6 +87,19 @@ def serve(
     proxy_port: Annotated[
         int, typer.Option(help="Model proxy: port on 127.0.0.1 (loopback only: it has no API keys).")
     ] = 8090,
+    package_cache: Annotated[
+        Path | None,
+        typer.Option(
+            help="Run the package cache (devpi-server for PyPI, apt-cacher for Debian) with its files in "
+            "this folder, for sandboxes with network='packages' on the local worker."
+        ),
+    ] = None,
+    package_cache_offline: Annotated[
+        bool,
+        typer.Option(
+            help="Serve only what the package cache holds already (seeded by `rock packages seed`).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the admin API (sandboxes, exec, files, /envs, health, /metrics) until Ctrl-C or SIGTERM."""
     import asyncio
@@ -91,6 +109,7 @@ def serve(
 
     from rock.admin.config import AdminConfig, KeyPolicy, load_keys
     from rock.admin.server import serve_admin
+    from rock.packages.cache import PackageCacheError
     from rock.worker.config import WorkerConfig
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -135,9 +154,26 @@ def serve(
                     f"the model proxy cannot start: {problems}; pass --proxy-upstream (train, deploy) or "
                     "--proxy-replay (replay), or --no-proxy"
                 ) from None
-        asyncio.run(serve_admin(config, log_level.lower(), proxy_config, proxy_port))
-    except (ValidationError, ValueError, OSError) as exc:
+        with _package_cache(package_cache, package_cache_offline) as cache:
+            if cache is not None and config.local_worker is not None:
+                config.local_worker = config.local_worker.model_copy(
+                    update={"pypi_cache": cache.pypi, "apt_cache": cache.apt}
+                )
+            asyncio.run(serve_admin(config, log_level.lower(), proxy_config, proxy_port))
+    except (ValidationError, ValueError, OSError, PackageCacheError) as exc:
         typer.secho(f"rock admin serve: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         pass
+
+
+@contextlib.contextmanager
+def _package_cache(folder: Path | None, offline: bool) -> Iterator[PackageCache | None]:
+    if folder is None:
+        yield None
+        return
+    from rock.packages.cache import PackageCache
+
+    with PackageCache(folder, offline=offline) as cache:
+        typer.echo(f"package cache: PyPI on {cache.pypi}, apt on {cache.apt or '(apt-cacher not installed)'}")
+        yield cache

@@ -328,16 +328,19 @@ class Admin:
         *,
         timeout: float | None,
         headers: dict[str, str] | None = None,
+        stream: bool = False,
         **kwargs: object,
     ) -> httpx.Response:
+        """The worker's answer; with `stream`, its body not read yet (the caller closes the response)."""
         worker = self.scheduler.workers.get(worker_id)
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
         headers = {**(headers or {}), "Authorization": f"Bearer {self.auth.worker_token}"}
         try:
-            response = await self.http.request(
+            request = self.http.build_request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs
             )  # type: ignore[arg-type]
+            response = await self.http.send(request, stream=stream)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             self.scheduler.mark_unreachable(worker_id)
             raise WorkerUnavailable(f"worker {worker_id} at {worker.url} cannot be reached: {exc!r}") from exc
@@ -345,6 +348,9 @@ class Admin:
             raise WorkerUnavailable(f"worker {worker_id} at {worker.url} did not answer: {exc!r}") from exc
         if response.is_success:
             return response
+        if stream:
+            await response.aread()
+            await response.aclose()
         raise error_from_response(
             response.status_code, response.content, response.headers.get("Retry-After"), worker.url
         )
@@ -370,6 +376,8 @@ class Admin:
                 )
             elif sandbox.status == "exited":
                 self._fail(info, FailureReason.EXITED, sandbox.detail or "the sandbox's container exited")
+            elif sandbox.status in ("disk_quota", "socket_tampered"):
+                self._fail(info, FailureReason(sandbox.status), sandbox.detail or sandbox.status)
         for info in [self._live[sid] for sid in self._on_worker.get(beat.worker_id, ())]:
             if (
                 info.worker_id == beat.worker_id

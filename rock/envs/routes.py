@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from rock.envs.errors import EnvError
 from rock.envs.hub import EnvHub
 from rock.envs.types import (
+    EnvErrorBody,
     EnvList,
     MakeRequest,
     MakeResponse,
@@ -21,27 +22,45 @@ from rock.envs.types import (
     StepResponse,
 )
 
+_NOT_JSON = "the request body could not be read as JSON text"
+_INVALID = "UnknownEnvId (no such GEM id), or a request that does not fit the schema"
+_AUTH = {
+    401: {"description": "Unauthorized: the admin needs an API key ('Authorization: Bearer KEY')"},
+    413: {"description": "PayloadTooLarge: the request body is over the server's limit"},
+}
+MAKE = _AUTH | {
+    400: {"description": f"EnvError: the environment's sandbox could not start; or {_NOT_JSON}"},
+    422: {"description": _INVALID},
+}
+CALL = _AUTH | {
+    400: {"description": f"EnvError: the environment failed; or {_NOT_JSON}"},
+    404: {"model": EnvErrorBody, "description": "EnvNotFound: no open environment has this handle"},
+    422: {"description": "a request that does not fit the schema"},
+}
+"""Each code's body is `EnvErrorBody`, or `ErrorBody` for what the server refuses before the route (a
+body that is no JSON, over the limit, or off the schema), so only 404's has one schema."""
+
 
 def env_router(hub: EnvHub) -> APIRouter:
     router = APIRouter(prefix="/envs")
 
-    @router.post("/make")
+    @router.post("/make", responses=MAKE)
     def make(body: MakeRequest) -> MakeResponse:
         return MakeResponse(handle=hub.make(body.env_id, body.kwargs), env_id=body.env_id)
 
-    @router.get("/list")
+    @router.get("/list", responses=_AUTH)
     def list_envs() -> EnvList:
         return hub.list()
 
-    @router.post("/{handle}/reset")
+    @router.post("/{handle}/reset", responses=CALL)
     def reset(handle: str, body: ResetRequest) -> ResetResponse:
         return ResetResponse.model_validate(hub.reset(handle, body.seed))
 
-    @router.post("/{handle}/step")
+    @router.post("/{handle}/step", responses=CALL)
     def step(handle: str, body: StepRequest) -> StepResponse:
         return StepResponse.model_validate(hub.step(handle, body.action))
 
-    @router.post("/{handle}/close")
+    @router.post("/{handle}/close", responses=CALL)
     def close(handle: str) -> dict[str, str]:
         hub.close(handle)
         return {"handle": handle, "closed": "true"}

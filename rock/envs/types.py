@@ -54,3 +54,14 @@ class OpenEnv(BaseModel):
 class EnvList(BaseModel):
     open: list[OpenEnv]
     registered: list[str] = Field(description="GEM ids this host knows")
+
+
+class EnvErrorInfo(BaseModel):
+    type: str = Field(description="EnvError, EnvNotFound or UnknownEnvId")
+    message: str
+
+
+class EnvErrorBody(BaseModel):
+    """The JSON of an environment's error (the client raises the class named by `type` again)."""
+
+    error: EnvErrorInfo

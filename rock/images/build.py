@@ -106,17 +106,40 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-.") or "image"
 
 
+class PackageCacheArgs:
+    """A build's way to the package cache on the host's loopback: the build shares the host's network and
+    each stage declares build arguments (`ARG`, so nothing stays in the image) that point pip and uv at the
+    PyPI cache and apt (through the predefined `http_proxy`) at the apt cache."""
+
+    def __init__(self, pypi: str, apt: str | None) -> None:
+        index = f"http://{pypi}/root/pypi/+simple/"
+        self.args = {"PIP_INDEX_URL": index, "PIP_TRUSTED_HOST": pypi, "UV_DEFAULT_INDEX": index}
+        if apt is not None:
+            self.args |= {"http_proxy": f"http://{apt}", "no_proxy": "127.0.0.1,localhost"}
+
+    def declare(self, text: str) -> str:
+        declared = [f"ARG {name}" for name in self.args]
+        lines = []
+        for line in text.splitlines():
+            lines.append(line)
+            if FROM_LINE.match(line):
+                lines += declared
+        return "\n".join(lines) + "\n"
+
+
 def build_image(
     context_dir: str | Path,
     tag: str | None = None,
     dockerfile: str = "Dockerfile",
     on_line: LineSink | None = None,
     aliases: ImageAliases | None = None,
+    package_cache: PackageCacheArgs | None = None,
 ) -> str:
     """Build `context_dir`'s Dockerfile with its FROM lines resolved through the alias table; returns the tag.
 
     Without `tag` the image is named `ale/build-<folder>:<content hash>`; an image already built from the
-    same content (and base images) is returned without building.
+    same content (and base images) is returned without building. With `package_cache`, `pip`, `uv` and
+    `apt-get` steps of the build fetch through the fleet's cache (see `PackageCacheArgs`).
     """
     context = Path(context_dir).resolve()
     source = context / dockerfile
@@ -131,6 +154,8 @@ def build_image(
         return used[name]
 
     text = rewrite_dockerfile(source.read_text(), resolve)
+    if package_cache is not None:
+        text = package_cache.declare(text)
     base_ids = sorted(f"{name}={client.images.get(local).id}" for name, local in used.items())
     digest = context_hash(context, text, base_ids)
     tag = tag or f"ale/build-{_slug(context.name)}:{digest[:12]}"
@@ -139,12 +164,18 @@ def build_image(
     with tempfile.TemporaryDirectory(prefix="ale-build-") as scratch:
         rewritten = Path(scratch) / "Dockerfile"
         rewritten.write_text(text)
-        docker_build(client, context, rewritten, tag, {CONTEXT_LABEL: digest}, on_line)
+        docker_build(client, context, rewritten, tag, {CONTEXT_LABEL: digest}, on_line, package_cache)
     return tag
 
 
 def docker_build(
-    client: Any, context: Path, dockerfile: Path, tag: str, labels: dict[str, str], on_line: LineSink | None
+    client: Any,
+    context: Path,
+    dockerfile: Path,
+    tag: str,
+    labels: dict[str, str],
+    on_line: LineSink | None,
+    package_cache: PackageCacheArgs | None = None,
 ) -> None:
     """Run `docker build`, streaming its lines to `on_line`; ImageBuildError with the log tail on failure."""
     from docker.errors import APIError
@@ -160,6 +191,8 @@ def docker_build(
             forcerm=True,
             pull=False,
             decode=True,
+            buildargs=package_cache.args if package_cache else None,
+            network_mode="host" if package_cache else None,
         )
         for chunk in stream:
             text = ANSI_ESCAPE.sub("", chunk.get("stream") or chunk.get("status") or "")

@@ -42,6 +42,10 @@ class WorkerConfig(BaseModel):
     state_dir: Path = Field(default_factory=default_state_dir)
     """Per-sandbox socket folders live under STATE_DIR/run (keep it short: unix socket paths ≤ 107 bytes)."""
     heartbeat_interval: float = Field(2.0, gt=0)
+    pypi_cache: str | None = None
+    """host:port of the fleet's PyPI cache (devpi-server) for `packages` sandboxes; None: no such policy."""
+    apt_cache: str | None = None
+    """host:port of the fleet's apt cache (apt-cacher) for `packages` sandboxes."""
 
     @field_validator("memory")
     @classmethod

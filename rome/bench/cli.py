@@ -22,6 +22,9 @@ def _exit_cleanly_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
+ALLOW_INTERNET_HELP = (
+    "Give tasks that ask for the internet a full (bridge) network; without it they get the package cache."
+)
 DEFAULT_TASKS = Path(__file__).resolve().parent.parent / "tasks" / "terminal-pro"
 
 
@@ -53,7 +56,7 @@ def _check_sandbox(kind: str) -> None:
 
 
 class _Progress:
-    """Live progress: one bar over all trials, each agent's passes and failures counted as they finish."""
+    """Live progress: one bar over all trials, each agent's passes, failures and infra errors counted."""
 
     def __init__(self, total: int, label: str) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -66,11 +69,13 @@ class _Progress:
         self.bar = self.progress.add_task(label, total=total)
 
     def __call__(self, trial) -> None:  # type: ignore[no-untyped-def]
-        passed_failed = self.counts.setdefault(trial.agent, [0, 0])
-        passed_failed[0 if trial.passed else 1] += 1
+        # Infra errors are counted apart: a trial this machine could not run is not a failure of the task.
+        counts = self.counts.setdefault(trial.agent, [0, 0, 0])
+        counts[0 if trial.passed else 2 if trial.verdict == "infra_error" else 1] += 1
         text = " | ".join(
             f"{agent} [green]{p} passed[/green] [red]{f} failed[/red]"
-            for agent, (p, f) in self.counts.items()
+            + (f" [yellow]{i} infra[/yellow]" if i else "")
+            for agent, (p, f, i) in self.counts.items()
         )
         self.progress.update(self.bar, advance=1, description=f"{self.label} {text}")
 
@@ -170,6 +175,7 @@ def terminal_pro(
             help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
         ),
     ] = None,
+    allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
 ) -> None:
     """Run an agent over the tasks and write per-trial JSON, summary.json, report.md and charts."""
     from rich.console import Console
@@ -212,7 +218,7 @@ def terminal_pro(
     write_run_config(output, config)
     serving, agent_model = _serve_model(agent, model, output, console)
     progress = _Progress(len(suite.tasks) * n_attempts, "terminal-pro:")
-    with serving, progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+    with serving, progress.progress, sandbox_provider(sandbox, admin_url, allow_internet) as provider:
         trials = run_trials(
             run_tasks, agent, output, n_attempts, concurrency, agent_model, provider, on_trial=progress
         )
@@ -244,10 +250,11 @@ def validate(
             help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
         ),
     ] = None,
+    allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
 ) -> None:
-    """Check every task: the oracle passes it and the nop agent fails it. Exits 1 on any violation."""
+    """Check every task: the oracle passes it and the nop agent fails it. Exits 1 when a task is broken,
+    3 when none is but some cannot run here (an infra error: no image, no network, no verifier)."""
     from rich.console import Console
-    from rich.table import Table
 
     from rome.bench.runner import sandbox_provider
     from rome.bench.validate import validate_tasks
@@ -263,15 +270,31 @@ def validate(
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     output = output or Path("runs") / f"validate-{stamp}"
     progress = _Progress(2 * len(suite.tasks), "validate:")
-    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+    with progress.progress, sandbox_provider(sandbox, admin_url, allow_internet) as provider:
         report = validate_tasks(suite.tasks, suite.errors, output, concurrency, provider, on_trial=progress)
+    broken, cannot_run = _print_validation(console, report, tasks_dir, output)
+    if broken or cannot_run:
+        raise typer.Exit(1 if broken else 3)
+
+
+def _print_validation(console, report, tasks_dir: Path, output: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """The validation table, then one line per task that is broken or cannot run here; returns how many
+    tasks are broken (or malformed) and how many this machine cannot run (exit 1 and 3 respectively)."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"validation of {tasks_dir}")
     for col in ("task", "domain", "difficulty", "oracle", "nop", "verdict"):
         table.add_column(col)
     for row in report.rows:
-        verdict = "[green]ok[/green]" if row.ok else f"[red]{row.problem}[/red]"
+        verdict = "[green]ok[/green]"
+        if row.cannot_run is not None:
+            verdict = "[yellow]cannot run here[/yellow]"
+        elif not row.ok:
+            verdict = "[red]task broken[/red]"
+        steps = "".join(f"\n  {s.name}: {s.oracle_reward} / {s.nop_reward}" for s in row.steps)
         table.add_row(
-            row.task_id,
+            row.task_id + steps,
             row.category,
             row.difficulty,
             f"{row.oracle_reward:.2f}",
@@ -279,11 +302,61 @@ def validate(
             verdict,
         )
     for error in report.load_errors:
-        table.add_row(error.task_dir.name, "-", "-", "-", "-", f"[red]malformed: {error}[/red]")
+        table.add_row(error.task_dir.name, "-", "-", "-", "-", "[red]malformed[/red]")
     console.print(table)
-    bad = sum(not r.ok for r in report.rows) + len(report.load_errors)
+    for row in report.rows:
+        if not row.ok:
+            colour = "yellow" if row.cannot_run is not None else "red"
+            console.print(f"[{colour}]{row.task_id}[/{colour}]: {escape(row.problem)}", soft_wrap=True)
+    for error in report.load_errors:
+        console.print(f"[red]{error.task_dir.name}[/red]: malformed: {escape(str(error))}", soft_wrap=True)
+    broken = len(report.broken) + len(report.load_errors)
+    ok = sum(r.ok for r in report.rows)
     console.print(
-        f"{len(report.rows) - sum(not r.ok for r in report.rows)} ok, {bad} violation(s); trials in {output}"
+        f"{ok} ok, {broken} violation(s), {len(report.cannot_run)} cannot run here; trials in {output}",
+        soft_wrap=True,
     )
-    if bad:
+    return broken, len(report.cannot_run)
+
+
+@app.command()
+def check(
+    tasks_dir: Annotated[Path, typer.Argument(help="Folder of tasks, or one task folder.")] = DEFAULT_TASKS,
+    allow_internet: Annotated[
+        bool, typer.Option(help="Judge as if the operator allowed tasks the full network.")
+    ] = False,
+) -> None:
+    """Before running: each task's layout, base images, network needs at build and test time, features,
+    and whether it can run here under the current policy. Exits 1 when a task cannot run here."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rome.bench.check import check_task, image_resolver, seeded_cache
+
+    suite = _load(tasks_dir, None)
+    console = Console()
+    cache = seeded_cache()
+    resolve = image_resolver()
+    checks = [check_task(t, resolve, allow_internet, cache is not None) for t in suite.tasks]
+    table = Table(title=f"check of {tasks_dir} (package cache: {cache or 'none'})", show_lines=True)
+    for col in ("task", "layout", "images", "build needs", "test needs", "features", "policy", "here"):
+        table.add_column(col)
+    for c in checks:
+        images = "\n".join(f"{k} -> {v}" for k, v in c.images.items())
+        here = "[green]yes[/green]" if c.runnable else f"[red]no[/red]: {escape(c.why)}"
+        table.add_row(
+            c.task_id,
+            c.layout,
+            escape(images),
+            "\n".join(c.build_needs) or "-",
+            "\n".join(c.test_needs) or "-",
+            escape("\n".join(c.features)) or "-",
+            c.policy,
+            here + "".join(f"\n[yellow]{escape(n)}[/yellow]" for n in c.notes),
+        )
+    console.print(table)
+    blocked = [c for c in checks if not c.runnable]
+    console.print(f"{len(checks) - len(blocked)} of {len(checks)} task(s) can run here", soft_wrap=True)
+    if blocked:
         raise typer.Exit(1)

@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from rome.terminal_tasks.network import grant
 from rome.terminal_tasks.sandbox import (
     BACKSTOP_SEC,
     OUTPUT_CAP,
@@ -37,17 +38,20 @@ def timed_command(command: str, timeout: float) -> list[str]:
 class DockerSandbox:
     """A container made straight with the docker SDK; used when ROCK's SDK is not available."""
 
-    def __init__(self, client, image: str, task: Task) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, client, image: str, task: Task, allow_internet: bool = False) -> None:  # type: ignore[no-untyped-def]
         import docker.errors
 
         self._client = client
+        # Plain Docker has no package cache: `packages` is `none` here; `full` needs the operator's consent.
+        self.network_policy, note = grant(task.network.most, allow_internet, package_cache=False)
+        self.notes = [note] if note else []
         try:
             self._container = client.containers.run(
                 image,
                 entrypoint=["sleep"],
                 command=["infinity"],
                 detach=True,
-                network_mode="bridge" if task.allow_internet else "none",
+                network_mode="bridge" if self.network_policy == "full" else "none",
                 mem_limit=f"{task.memory_mb}m",
                 nano_cpus=int(task.cpus * 1e9),
                 pids_limit=4096,
@@ -105,10 +109,11 @@ class DockerSandbox:
 class DockerProvider:
     name = "docker"
 
-    def __init__(self) -> None:
+    def __init__(self, allow_internet: bool = False) -> None:
         import docker
 
         self._client = docker.from_env()
+        self.allow_internet = allow_internet
 
     def open(self, image: str, task: Task) -> TrialSandbox:
-        return DockerSandbox(self._client, image, task)
+        return DockerSandbox(self._client, image, task, self.allow_internet)

@@ -13,12 +13,28 @@ def _row(name: str, g: GroupScore) -> str:
     return f"| {name} | {g.tasks} | {g.trials} | {g.pass_at_1:.3f} | {g.avg_at_k:.3f} | {ks} |"
 
 
+def _verdict(trial: TrialResult) -> str:
+    return trial.verdict + (f" ({trial.cause})" if trial.cause else "")
+
+
 def markdown(summary: Summary, trials: list[TrialResult], title: str) -> str:
     head = "| group | tasks | trials | pass@1 | avg@k | unbiased pass@k |\n|---|---|---|---|---|---|"
     lines = [f"# {title}", "", "## Overall", "", head, _row("all", summary.overall), ""]
     lines += ["## By domain", "", head, *(_row(k, v) for k, v in summary.by_category.items()), ""]
     lines += ["## By difficulty", "", head, *(_row(k, v) for k, v in summary.by_difficulty.items()), ""]
-    lines += ["## Failure modes", "", "| mode | trials |", "|---|---|"]
+    lines += ["## Verdicts", "", "| verdict | trials |", "|---|---|"]
+    lines += [f"| {verdict} | {count} |" for verdict, count in summary.verdicts.items()]
+    if summary.infra_errors:
+        lines += [
+            "",
+            "Infrastructure errors are not task failures: these trials are left out of every score.",
+            "",
+        ]
+        lines += ["| cause | trials |", "|---|---|"]
+        lines += [f"| {cause} | {count} |" for cause, count in summary.infra_errors.items()]
+    if summary.unjudged_tasks:
+        lines += ["", f"Not judged here (every trial an infra error): {', '.join(summary.unjudged_tasks)}"]
+    lines += ["", "## Failure modes", "", "| mode | trials |", "|---|---|"]
     lines += [f"| {mode} | {count} |" for mode, count in summary.failure_modes.items()]
     lines += [
         "",
@@ -34,7 +50,16 @@ def markdown(summary: Summary, trials: list[TrialResult], title: str) -> str:
     failed = [t for t in trials if t.error]
     if failed:
         lines += ["", "## Errors", ""]
-        lines += [f"- `{t.task_id}` #{t.attempt}: {t.failure_mode}: {t.error}" for t in failed]
+        lines += [
+            f"- `{t.task_id}` #{t.attempt}: {t.verdict}"
+            + (f" ({t.cause})" if t.cause else "")
+            + f": {t.error}"
+            for t in failed
+        ]
+    noted = [t for t in trials if t.notes]
+    if noted:
+        lines += ["", "## Notes", ""]
+        lines += [f"- `{t.task_id}` #{t.attempt}: {'; '.join(t.notes)}" for t in noted]
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -18,6 +19,9 @@ from rome.bench.trial import TrialResult, run_trial
 from rome.terminal_tasks.images import TaskImageError, ensure_image
 from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import Task
+
+if TYPE_CHECKING:
+    from rock.images.build import PackageCacheArgs
 
 ProgressHook = Callable[[TrialResult], None]
 
@@ -50,24 +54,37 @@ SANDBOX_KINDS = ("rock", "docker")
 
 
 @contextlib.contextmanager
-def sandbox_provider(kind: str = "rock", admin_url: str | None = None) -> Iterator[SandboxProvider]:
-    """Sandboxes for a run: ROCK (a private local fleet unless `admin_url` names one) or plain Docker."""
+def sandbox_provider(
+    kind: str = "rock",
+    admin_url: str | None = None,
+    allow_internet: bool = False,
+    offline_packages: bool = False,
+) -> Iterator[SandboxProvider]:
+    """Sandboxes for a run: ROCK (a private local fleet unless `admin_url` names one) or plain Docker.
+
+    The private fleet runs the package cache when set-up seeded one ($ALE_HOME/package-cache); with
+    `offline_packages` it serves only what was seeded. `allow_internet` is the operator's consent to `full`.
+    """
     if kind == "docker":
         from rome.bench.docker_sandbox import DockerProvider
 
-        yield DockerProvider()
+        yield DockerProvider(allow_internet)
         return
     if kind != "rock":
         raise ValueError(f"unknown sandbox kind {kind!r}; choose one of {', '.join(SANDBOX_KINDS)}")
     from rome.terminal_tasks.rock_sandbox import RockProvider
 
     if admin_url:
-        yield RockProvider(admin_url)
+        yield RockProvider(admin_url, allow_internet)
         return
     from rock.fleet import LocalFleet
+    from rock.packages.cache import default_folder
 
-    with LocalFleet(stop_with_parent=True) as fleet:
-        yield RockProvider(fleet.url)
+    cache = default_folder() if (default_folder() / "pypi").is_dir() else None
+    admin_args = [] if cache is None else ["--package-cache", str(cache)]
+    admin_args += ["--package-cache-offline"] if cache is not None and offline_packages else []
+    with LocalFleet(stop_with_parent=True, admin_args=admin_args) as fleet:
+        yield RockProvider(fleet.url, allow_internet)
 
 
 @dataclass(frozen=True)
@@ -77,13 +94,15 @@ class BuildOutcome:
     seconds: float
 
 
-def build_all(tasks: list[Task], workers: int) -> dict[str, BuildOutcome]:
+def build_all(
+    tasks: list[Task], workers: int, package_cache: PackageCacheArgs | None = None
+) -> dict[str, BuildOutcome]:
     """Build each task's image once (cached by content); a failed build is recorded, not raised."""
 
     def build(task: Task) -> BuildOutcome:
         t0 = time.monotonic()
         try:
-            return BuildOutcome(ensure_image(task), None, time.monotonic() - t0)
+            return BuildOutcome(ensure_image(task, package_cache), None, time.monotonic() - t0)
         except TaskImageError as exc:
             return BuildOutcome(None, str(exc), time.monotonic() - t0)
 
@@ -113,7 +132,6 @@ def run_trials(
     if not pending:
         return results
     needed = list({t.id: t for t, _ in pending}.values())
-    builds = build_all(needed, workers=min(concurrency, 2))
     agent = make_agent(agent_name, model=model)
     # The build time is charged to the first pending attempt of a task, the one that waited for it.
     first_attempt: dict[str, int] = {}
@@ -129,6 +147,8 @@ def run_trials(
 
     with contextlib.ExitStack() as stack:
         sandboxes = provider or stack.enter_context(sandbox_provider())
+        build_cache = getattr(sandboxes, "build_cache", None)
+        builds = build_all(needed, workers=min(concurrency, 2), package_cache=build_cache)
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = [pool.submit(one, t, a, sandboxes) for t, a in pending]
             for future in as_completed(futures):

@@ -50,6 +50,11 @@ class Summary(BaseModel):
     by_difficulty: dict[str, GroupScore]
     tasks: list[TaskScore]
     failure_modes: dict[str, int]
+    verdicts: dict[str, int] = {}
+    # Trials this machine could not judge (verdict infra_error), by cause: they are left out of every score,
+    # so an infrastructure failure never counts as a task failure. Tasks with no judged trial are listed here.
+    infra_errors: dict[str, int] = {}
+    unjudged_tasks: list[str] = []
 
 
 def ks_for(n: int) -> list[int]:
@@ -80,12 +85,26 @@ def group_score(scores: list[TaskScore]) -> GroupScore:
 
 
 def summarize(trials: Iterable[dict]) -> Summary:
-    """Summarize trial records (dicts with task_id, category, difficulty, reward, failure_mode)."""
+    """Summarize trial records (dicts with task_id, category, difficulty, reward, failure_mode, verdict).
+
+    Trials whose verdict is infra_error are counted by cause and left out of the scores.
+    """
     by_task: dict[str, list[dict]] = defaultdict(list)
     failures: dict[str, int] = defaultdict(int)
+    verdicts: dict[str, int] = defaultdict(int)
+    infra: dict[str, int] = defaultdict(int)
+    seen: list[str] = []
     for trial in trials:
-        by_task[trial["task_id"]].append(trial)
         failures[trial.get("failure_mode") or "none"] += 1
+        verdict = trial.get("verdict")
+        if verdict:
+            verdicts[verdict] += 1
+        if trial["task_id"] not in seen:
+            seen.append(trial["task_id"])
+        if verdict == "infra_error":
+            infra[trial.get("cause") or "unknown"] += 1
+            continue
+        by_task[trial["task_id"]].append(trial)
     scores = [
         TaskScore(
             task_id=task_id,
@@ -110,4 +129,7 @@ def summarize(trials: Iterable[dict]) -> Summary:
         by_difficulty=grouped("difficulty"),
         tasks=scores,
         failure_modes=dict(sorted(failures.items())),
+        verdicts=dict(sorted(verdicts.items())),
+        infra_errors=dict(sorted(infra.items())),
+        unjudged_tasks=sorted(t for t in seen if t not in by_task),
     )

@@ -5,5 +5,8 @@
 - `images.ensure_image(task)`: the task's image, built once through ROCK's builder.
 - `sandbox`: what a task needs of a sandbox (`TrialSandbox`); `rock_sandbox.RockSandbox` is one on a fleet.
 - `verifier.verify(sandbox, task)`: the task's own tests, run after the agent, as a `Verdict` (the reward).
+- `steps`: Harbor multi-step tasks (`[[steps]]`) and how their rewards roll up; `network`: what a task asks of
+  the network (`none | packages | full`) and what a run grants it.
+- `bundle`: what the verifier uploads next to the tests (pytest with pytest-json-ctrf, uv/uvx, a python3).
 - `env.TerminalTaskEnv`: a task as a GEM-style environment (`terminal:<task dir>`, bash actions, `finish`).
 """

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from rome.terminal_tasks.task import Task
+
+if TYPE_CHECKING:
+    from rock.images.build import PackageCacheArgs
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -15,12 +19,23 @@ class TaskImageError(RuntimeError):
 
 
 def image_tag(task: Task) -> str:
+    """`rome-bench/<task id>:<hash of the build context>`: two task folders with one id but other files (two
+    task sets, or a regenerated task) never share a tag, so one build cannot swap the image under the other's
+    trials."""
+    from rock.images.build import context_hash
+
     name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in task.id.lower())
-    return f"rome-bench/{name}:latest"
+    if task.build_context is None or task.dockerfile is None:
+        return f"rome-bench/{name}:latest"
+    digest = context_hash(task.build_context, task.dockerfile.read_text(), [])
+    return f"rome-bench/{name}:{digest[:12]}"
 
 
-def ensure_image(task: Task) -> str:
-    """Build the task's image; ROCK's builder returns at once when the same content was built before."""
+def ensure_image(task: Task, package_cache: PackageCacheArgs | None = None) -> str:
+    """Build the task's image; ROCK's builder returns at once when the same content was built before.
+
+    With `package_cache`, the build's pip, uv and apt steps fetch through the fleet's package cache.
+    """
     from rock.images.build import build_image, resolve_image
     from rock.images.errors import ImageError
 
@@ -34,6 +49,8 @@ def ensure_image(task: Task) -> str:
         lock = _locks.setdefault(tag, threading.Lock())
     with lock:
         try:
-            return build_image(task.build_context, tag=tag, dockerfile=task.dockerfile.name)
+            return build_image(
+                task.build_context, tag=tag, dockerfile=task.dockerfile.name, package_cache=package_cache
+            )
         except ImageError as exc:
             raise TaskImageError(f"{task.id}: image build failed: {exc}") from exc

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rock.sdk import CommandTimeout, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
+from rome.terminal_tasks.network import grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
 from rome.terminal_tasks.task import Task
 
@@ -25,15 +26,28 @@ def image_workdir(image: str) -> str:
         client.close()
 
 
+# The ROCK sandbox network for each policy: `packages` has no network but the package cache's forwarder.
+SANDBOX_NETWORK = {"none": "none", "packages": "packages", "full": "bridge"}
+
+
 class RockSandbox:
-    def __init__(self, image: str, task: Task, admin_url: str | None) -> None:
+    def __init__(
+        self,
+        image: str,
+        task: Task,
+        admin_url: str | None,
+        allow_internet: bool = False,
+        package_cache: bool = False,
+    ) -> None:
         self.workdir = image_workdir(image)
+        self.network_policy, note = grant(task.network.most, allow_internet, package_cache)
+        self.notes = [note] if note else []
         try:
             self._sandbox = Sandbox(
                 image=image,
                 cpus=task.cpus,
                 memory=f"{task.memory_mb}m",
-                network="bridge" if task.allow_internet else "none",
+                network=SANDBOX_NETWORK[self.network_policy],  # type: ignore[arg-type]
                 ttl=task.agent_timeout_sec + task.verifier_timeout_sec + TTL_MARGIN_SEC,
                 idle_timeout=max(task.agent_timeout_sec, task.verifier_timeout_sec) + BACKSTOP_SEC,
                 queue_timeout=600.0,
@@ -87,10 +101,41 @@ class RockSandbox:
 
 
 class RockProvider:
+    """Sandboxes on the fleet at `admin_url`; `allow_internet` is the operator's consent to `full`."""
+
     name = "rock"
 
-    def __init__(self, admin_url: str | None = None) -> None:
+    def __init__(self, admin_url: str | None = None, allow_internet: bool = False) -> None:
         self.admin_url = admin_url
+        self.allow_internet = allow_internet
+        health = _fleet_health(admin_url)
+        self.package_cache = bool(health.get("package_cache"))
+        # Builds run on this host: they reach a fleet's cache on loopback only when the fleet is local too.
+        self.build_cache = None
+        if self.package_cache and _is_loopback(admin_url):
+            from rock.images.build import PackageCacheArgs
+
+            self.build_cache = PackageCacheArgs(str(health["pypi_cache"]), health.get("apt_cache"))
 
     def open(self, image: str, task: Task) -> RockSandbox:
-        return RockSandbox(image, task, self.admin_url)
+        return RockSandbox(image, task, self.admin_url, self.allow_internet, self.package_cache)
+
+
+def _fleet_health(admin_url: str | None) -> dict:
+    import httpx
+
+    from rock.sdk.calls import admin_url as resolve
+
+    try:
+        reply = httpx.get(f"{resolve(admin_url)}/health", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return reply if isinstance(reply, dict) else {}
+
+
+def _is_loopback(admin_url: str | None) -> bool:
+    from urllib.parse import urlparse
+
+    from rock.sdk.calls import admin_url as resolve
+
+    return (urlparse(resolve(admin_url)).hostname or "") in ("127.0.0.1", "localhost", "::1")

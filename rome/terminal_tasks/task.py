@@ -16,6 +16,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rome.terminal_tasks.network import NetworkNeeds, read_needs
+from rome.terminal_tasks.steps import StepError, StepStrategy, TaskStep, load_steps
+
 Layout = Literal["harbor", "terminal-bench"]
 Grading = Literal["reward-file", "pytest"]
 
@@ -54,6 +57,28 @@ class Task(BaseModel):
     grading: Grading
     solution_files: list[Path] = Field(default_factory=list)
     solution_command: str | None = None
+    network: NetworkNeeds = Field(default_factory=NetworkNeeds)
+    # Harbor multi-step: the steps run in order in one sandbox; `tests_dir` then holds the shared helpers.
+    steps: list[TaskStep] = Field(default_factory=list)
+    step_reward_strategy: StepStrategy = "mean"
+    # A step's own tests, uploaded over `tests_dir` (set only on the per-step view `for_step` returns).
+    step_tests_dir: Path | None = None
+
+    def for_step(self, step: TaskStep) -> Task:
+        """The task as one of its steps sees it: the step's instruction, oracle, verifier and timeouts."""
+        return self.model_copy(
+            update={
+                "instruction": step.instruction,
+                "agent_timeout_sec": step.agent_timeout_sec,
+                "verifier_timeout_sec": step.verifier_timeout_sec,
+                "test_command": step.test_command,
+                "grading": step.grading,
+                "solution_files": step.solution_files,
+                "solution_command": step.solution_command,
+                "step_tests_dir": step.tests_dir,
+                "steps": [],
+            }
+        )
 
 
 class TaskLoadError(BaseModel):
@@ -115,6 +140,7 @@ class _HarborEnvironment(_Section):
 
 
 class _HarborToml(_Section):
+    multi_step_reward_strategy: StepStrategy = "mean"
     metadata: _HarborMetadata = Field(default_factory=_HarborMetadata)
     agent: _Timeout = Field(default_factory=_Timeout)
     verifier: _Timeout = Field(default_factory=_Timeout)
@@ -161,14 +187,38 @@ def _instruction(path: Path) -> str:
     return text
 
 
+def test_command_of(dirs: list[Path]) -> tuple[str, Grading] | None:
+    """The verifier of the first folder that has one: test.sh (reward file), else test_outputs.py (pytest)."""
+    for folder in dirs:
+        if (folder / "test.sh").is_file():
+            return f"bash {TESTS_MOUNT}/test.sh", "reward-file"
+    for folder in dirs:
+        if (folder / "test_outputs.py").is_file():
+            return f"pytest -rA {TESTS_MOUNT}/test_outputs.py", "pytest"
+    return None
+
+
 def _load_harbor(task_dir: Path) -> Task:
     raw = _read_toml(task_dir / "task.toml")
     try:
         config = _HarborToml.model_validate(raw)
+        network = read_needs(raw)
     except ValidationError as exc:
         field, msg = _field_of(exc)
         raise _Malformed("task.toml", field, msg) from exc
-    instruction = _instruction(_required_file(task_dir, "instruction.md", "an instruction for the agent"))
+    except ValueError as exc:
+        raise _Malformed("task.toml", None, str(exc)) from exc
+    steps: list[TaskStep] = []
+    if "steps" in raw:
+        try:
+            steps = load_steps(
+                task_dir, raw, config.agent.timeout_sec, config.verifier.timeout_sec, test_command_of
+            )
+        except StepError as exc:
+            raise _Malformed(exc.file, exc.field, exc.message) from exc
+        instruction = "\n\n".join(f"[{s.name}] {s.instruction}" for s in steps)
+    else:
+        instruction = _instruction(_required_file(task_dir, "instruction.md", "an instruction for the agent"))
     env = config.environment
     dockerfile = task_dir / "environment" / "Dockerfile"
     if not dockerfile.is_file():
@@ -183,12 +233,10 @@ def _load_harbor(task_dir: Path) -> Task:
                 "is missing; add it or set [environment].docker_image in task.toml",
             )
     tests_dir = task_dir / "tests"
-    if (tests_dir / "test.sh").is_file():
-        test_command, grading = f"bash {TESTS_MOUNT}/test.sh", "reward-file"
-    elif (tests_dir / "test_outputs.py").is_file():
-        test_command, grading = f"python3 -m pytest -rA {TESTS_MOUNT}/test_outputs.py", "pytest"
-    else:
+    found = test_command_of([tests_dir]) if not steps else (steps[0].test_command, steps[0].grading)
+    if found is None:
         raise _Malformed("tests/", None, "has neither test.sh nor test_outputs.py; add the verifier")
+    test_command, grading = found
     solve = task_dir / "solution" / "solve.sh"
     memory_mb = env.memory_mb or (_parse_memory(env.memory) if env.memory else 2048)
     return Task(
@@ -213,6 +261,9 @@ def _load_harbor(task_dir: Path) -> Task:
         grading=grading,
         solution_files=sorted(p for p in (task_dir / "solution").glob("*") if p.is_file()),
         solution_command=f"bash {SOLUTION_MOUNT}/solve.sh" if solve.is_file() else None,
+        network=network,
+        steps=steps,
+        step_reward_strategy=config.multi_step_reward_strategy,
     )
 
 
@@ -241,7 +292,16 @@ def _load_terminal_bench(task_dir: Path) -> Task:
         field, msg = _field_of(exc)
         raise _Malformed("task.yaml", field, msg) from exc
     dockerfile = _required_file(task_dir, "Dockerfile", "a Dockerfile for its environment")
-    run_tests = _required_file(task_dir, "run-tests.sh", "run-tests.sh to run its tests")
+    run_tests = task_dir / "run-tests.sh"
+    tests_dir = task_dir / "tests"
+    if run_tests.is_file():
+        test_command, extra = f"bash {TESTS_MOUNT}/run-tests.sh", [run_tests]
+    elif tests_dir.is_dir():
+        # Terminal-Bench's default when a task has no run-tests.sh: pytest over its tests.
+        target = "test_outputs.py" if (tests_dir / "test_outputs.py").is_file() else ""
+        test_command, extra = f"pytest -rA {TESTS_MOUNT}/{target}".rstrip("/"), []
+    else:
+        raise _Malformed("run-tests.sh", None, "is missing and there is no tests/ folder to run pytest on")
     solution = task_dir / "solution.sh"
     if not solution.is_file() and (task_dir / "solution.yaml").is_file():
         solution = _script_from_solution_yaml(task_dir / "solution.yaml")
@@ -257,10 +317,11 @@ def _load_terminal_bench(task_dir: Path) -> Task:
         verifier_timeout_sec=config.max_test_timeout_sec,
         dockerfile=dockerfile,
         build_context=task_dir,
-        tests_dir=task_dir / "tests",
-        extra_test_files=[run_tests],
-        test_command=f"bash {TESTS_MOUNT}/run-tests.sh",
+        tests_dir=tests_dir,
+        extra_test_files=extra,
+        test_command=test_command,
         grading="pytest",
+        network=NetworkNeeds(),
         solution_files=[solution] if solution.is_file() else [],
         solution_command=f"bash {SOLUTION_MOUNT}/solution.sh" if solution.is_file() else None,
     )

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
-import os
 import re
-import shutil
-import tempfile
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
 
+from rome.terminal_tasks.bundle import (
+    BUNDLE_ROOT,
+    PYTEST_MOUNT,
+    UV_INSTALLER_STANDIN,
+    pytest_bundle,
+    uv_bundle,
+    verifier_path,
+)
 from rome.terminal_tasks.sandbox import TrialSandbox
 from rome.terminal_tasks.task import AGENT_LOGS, TESTS_MOUNT, VERIFIER_LOGS, Task
-
-PYTEST_MOUNT = "/opt/rome-bench/pytest"
-# pytest and its pure-Python dependencies, uploaded so tests run with pytest in images that lack it.
-BUNDLE_FORMAT = 2  # part of the bundle's cache folder name: bump it when the bundle's layout changes
-PYTEST_PACKAGES = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
 
 
 class Verdict(BaseModel):
@@ -37,55 +34,28 @@ class Verdict(BaseModel):
     error: str | None = None
 
 
-@cache
-def pytest_bundle() -> Path:
-    """A folder `pytest/` holding the host's pytest and its pure-Python dependencies (with their dist-info,
-    since pytest reads plugin versions), made once per process and uploaded in one piece."""
-    from importlib.metadata import version
-
-    root = (
-        Path(tempfile.gettempdir()) / f"rome-bench-pytest-{version('pytest')}-v{BUNDLE_FORMAT}-{os.getuid()}"
-    )
-    cached = root / "pytest"
-    if cached.is_dir():
-        return cached
-    root.mkdir(exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=root))
-    bundle = scratch / "pytest"
-    bundle.mkdir()
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in PYTEST_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        if origin.name != "__init__.py":
-            shutil.copy2(origin, bundle / origin.name)
-            continue
-        shutil.copytree(origin.parent, bundle / name, ignore=skip)
-        for info in origin.parent.parent.glob("*.dist-info"):
-            if info.name.lower().startswith(f"{name.lower()}-"):
-                shutil.copytree(info, bundle / info.name, ignore=skip)
-    # A `pytest` command too: test scripts often call it rather than `python3 -m pytest`.
-    shim = bundle / "bin" / "pytest"
-    shim.parent.mkdir()
-    shim.write_text('#!/bin/sh\nexec python3 -m pytest "$@"\n')
-    shim.chmod(0o755)
-    with contextlib.suppress(OSError):  # another process may have put its copy there first
-        os.rename(bundle, cached)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return cached
+def _test_files(task: Task) -> list[Path]:
+    return [
+        p
+        for folder in (task.tests_dir, task.step_tests_dir)
+        if folder is not None and folder.is_dir()
+        for p in folder.glob("*.sh")
+    ] + list(task.extra_test_files)
 
 
 def uses_pytest(task: Task) -> bool:
     """Whether the task's tests run pytest (then pytest is uploaded for images that lack it)."""
     if task.grading == "pytest":
         return True
-    return any(
-        "pytest" in path.read_text(errors="replace")
-        for path in [*task.tests_dir.glob("*.sh"), *task.extra_test_files]
-        if path.is_file()
-    )
+    return any("pytest" in p.read_text(errors="replace") for p in _test_files(task) if p.is_file())
+
+
+_UV = re.compile(r"\buvx?\b")
+
+
+def uses_uv(task: Task) -> bool:
+    """Whether the task's test scripts call uv or uvx (then the bundled uv is uploaded)."""
+    return any(_UV.search(p.read_text(errors="replace")) for p in _test_files(task) if p.is_file())
 
 
 _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR) ", re.MULTILINE)
@@ -111,18 +81,27 @@ def parse_reward_file(text: str) -> float:
 def verify(sandbox: TrialSandbox, task: Task) -> Verdict:
     """Copy the tests in (only now, after the agent), run them, and read the reward.
 
+    A multi-step task's shared tests go in first and the step's own over them, so a step's file wins.
     Raises `SandboxError` when the sandbox itself fails; the tests' own failures are in the verdict.
     """
     fresh = f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} {AGENT_LOGS}"
     sandbox.run(fresh, timeout=30)
-    tests = sorted(task.tests_dir.iterdir()) if task.tests_dir.is_dir() else []
-    sandbox.upload([*tests, *task.extra_test_files], TESTS_MOUNT)
-    command = task.test_command
-    if uses_pytest(task):
-        sandbox.upload([pytest_bundle()], PYTEST_MOUNT.rsplit("/", 1)[0])
-        command = f"export PATH={PYTEST_MOUNT}/bin:$PATH; {command}"
-    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONPATH": PYTEST_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
-    run = sandbox.run(command, timeout=task.verifier_timeout_sec, env=env)
+    for folder in (task.tests_dir, task.step_tests_dir):
+        if folder is not None and folder.is_dir() and any(folder.iterdir()):
+            sandbox.upload(sorted(folder.iterdir()), TESTS_MOUNT)
+    if task.extra_test_files:
+        sandbox.upload(list(task.extra_test_files), TESTS_MOUNT)
+    with_uv = uses_uv(task)
+    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
+    prelude = ""
+    if uses_pytest(task) or with_uv:
+        sandbox.upload([pytest_bundle()], BUNDLE_ROOT)
+        env["PYTHONPATH"] = PYTEST_MOUNT
+        prelude = f"export PATH={verifier_path(with_uv)}; "
+    if with_uv:
+        sandbox.upload([uv_bundle()], BUNDLE_ROOT)
+        prelude += f"{UV_INSTALLER_STANDIN}; "
+    run = sandbox.run(prelude + task.test_command, timeout=task.verifier_timeout_sec, env=env)
     verdict = Verdict(
         output=run.output, exit_code=run.exit_code, duration_sec=run.duration_sec, timed_out=run.timed_out
     )

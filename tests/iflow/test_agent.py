@@ -5,12 +5,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from agent_harness import RecordingApprover, last_tool_result, make_agent, tool_names
-
 from iflow.agent import ApprovalMode, Decision, TerminationReason, deny_all
 from iflow.agent.approval import INTERACTIVE_DENIAL, NON_INTERACTIVE_DENIAL, PLAN_REFUSAL
 from iflow.testing import ScriptedOpenAIServer, call, calls, error, say, text_call
 from iflow.types import TOOL_ERROR_PREFIX
+from tests.iflow.agent_harness import RecordingApprover, last_tool_result, make_agent, tool_names
 
 FIX = {"file_path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}
 

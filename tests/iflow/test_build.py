@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_harness import RecordingEvents, last_tool_result, tool_names
-
 from iflow.agent import ApprovalMode, TerminationReason
 from iflow.agent.build import AgentOptions, build_agent, build_parts
 from iflow.testing import ScriptedOpenAIServer, call, say
 from iflow.types import TOOL_ERROR_PREFIX
+from tests.iflow.agent_harness import RecordingEvents, last_tool_result, tool_names
 
 
 def options(repo: Path, server: ScriptedOpenAIServer) -> AgentOptions:

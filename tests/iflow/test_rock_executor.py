@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_harness import last_tool_result, make_agent
 
 from iflow.agent import TerminationReason
 from iflow.executors.base import ExecutorError
@@ -20,6 +19,7 @@ from iflow.todos import TodoStore
 from iflow.tools import ToolContext, all_tools
 from rock.fleet import LocalFleet, short_tmp
 from rock.sdk import Sandbox
+from tests.iflow.agent_harness import last_tool_result, make_agent
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SMALL = {"cpus": 0.5, "memory": "256m"}

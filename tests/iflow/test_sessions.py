@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from agent_harness import make_agent
 
 from iflow.sessions import SessionError, SessionStore
 from iflow.testing import ScriptedOpenAIServer, call, say
+from tests.iflow.agent_harness import make_agent
 
 
 def test_a_resumed_agent_continues_the_same_history(git_repo: Path, iflow_home: Path) -> None:

@@ -28,10 +28,8 @@ from roll.trainer.megatron.context_parallel import (
     shard_for_rank,
     unshard_token_values,
 )
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_megatron_cp_worker import packed_micro_batch, shards_of
-from test_megatron_worker import sample_batch
+from tests.roll.test_megatron_cp_worker import packed_micro_batch, shards_of
+from tests.roll.test_megatron_worker import sample_batch
 
 WORKER = Path(__file__).with_name("test_megatron_cp_worker.py")
 

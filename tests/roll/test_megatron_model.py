@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,11 +28,7 @@ from roll.trainer.megatron.config import MegatronBackendConfig
 from roll.trainer.megatron.forward import packed_inputs, token_logprobs
 from roll.trainer.megatron.mapping import megatron_to_hf, to_transformers_layout
 from roll.trainer.megatron.weights import local_parameters, save_hf_folder
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_megatron_worker import megatron_on_cpu, sample_batch
-
-sys.path.remove(str(Path(__file__).parent))
+from tests.roll.test_megatron_worker import megatron_on_cpu, sample_batch
 
 CPU = torch.device("cpu")
 # float32 on both sides; the only difference is the order of floating point operations.

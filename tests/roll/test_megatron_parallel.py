@@ -39,11 +39,8 @@ def _free_port() -> int:
 def test_parallel_layouts_match_transformers(
     tensor: int, expert: int, pipeline: int, sync: bool, tiny_moe: LoadedModel, tmp_path: Path
 ) -> None:
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        from test_megatron_worker import sample_batch
-    finally:
-        sys.path.remove(str(WORKER.parent))
+    from tests.roll.test_megatron_worker import sample_batch
+
     out = tmp_path / "result.pt"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(tensor * expert * pipeline),

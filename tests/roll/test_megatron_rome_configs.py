@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_megatron_config import QWEN3_30B_A3B
 
 from roll.config import load_config
 from roll.pipeline.config import TrainConfig
 from roll.sft.config import SFTConfig
 from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
+from tests.roll.test_megatron_config import QWEN3_30B_A3B
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUS_PER_NODE = 8

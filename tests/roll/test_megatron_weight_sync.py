@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.distributed as dist
 from safetensors.torch import save_file
-from test_megatron_mapping import dense_model
 
 from roll.trainer.megatron.mapping import hf_to_megatron, megatron_to_hf
 from roll.trainer.megatron.weight_sync import broadcast_buckets, init_weight_group, weight_specs
 from roll.types import TensorSpec
+from tests.roll.test_megatron_mapping import dense_model
 
 
 def _free_port() -> int:

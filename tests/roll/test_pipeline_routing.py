@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from roll.rollout.agentic.scripted_engine import ScriptedEngine
 from roll.rollout.routing import EngineRouter
+from roll.testing import ScriptedEngine
 
 
 def test_new_episodes_go_to_the_least_loaded_active_engine() -> None:

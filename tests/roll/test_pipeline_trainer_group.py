@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
-from test_pipeline import check_run, read_jsonl, tiny_config
 
 from roll.algo.config import IPALossConfig
 from roll.pipeline.config import ResourcesConfig
 from roll.trainer.config import OptimizerConfig, TorchBackendConfig
 from roll.types import Chunk, Trajectory
+from tests.roll.test_pipeline import check_run, read_jsonl, tiny_config
 
 if TYPE_CHECKING:
     from roll.pipeline.trainer_group import TrainerGroup

@@ -3,83 +3,24 @@ double for the LLM's choices) and against the real torch engine."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from roll.engine.types import Completion, GenerateResult, SamplingParams
+from roll.engine.types import GenerateResult, SamplingParams
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import EnvUnavailableError, GEMEnvManager, check_env
+from roll.testing import ScriptedBinarySearch, ScriptedConstant
 from roll.trainer.packing import pack_trajectories
 from roll.types import Trajectory
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
-
     from roll.models import LoadedModel
 
 GAME = GEMEnvConfig(env_id="game:GuessTheNumber-v0-easy", max_turns=6, format_pattern=r"\\boxed\{")
-
-
-def scripted_result(
-    tokenizer: PreTrainedTokenizerBase,
-    text: str,
-    end_of_turn: int,
-    prompt_ids: list[int],
-    *,
-    logprob: float = -0.5,
-    weight_version: int = 0,
-    request_id: str = "scripted",
-) -> GenerateResult:
-    """What the engine returns for a scripted reply: its tokens, ending the turn, with made-up logprobs."""
-    ids = [*tokenizer(text, add_special_tokens=False).input_ids, end_of_turn]
-    completion = Completion(
-        index=0, token_ids=ids, logprobs=[logprob] * len(ids), text=text, finish_reason="stop"
-    )
-    return GenerateResult(
-        request_id=request_id,
-        prompt_token_ids=prompt_ids,
-        completions=[completion],
-        weight_version=weight_version,
-        ttft_s=0.0,
-        latency_s=0.0,
-    )
-
-
-class ScriptedBinarySearch:
-    """Test double of an LLM: answers GuessTheNumber by binary search from the hints in the chat."""
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, broken_turns: set[int] | None = None) -> None:
-        self.tokenizer = tokenizer
-        self.broken_turns = broken_turns or set()
-        self.calls = 0
-
-    async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
-        text = self.tokenizer.decode(prompt_ids)
-        low, high = 1, 10
-        for guess, hint in re.findall(r"you guessed (\d+), and the target number is (\w+)", text):
-            if hint == "higher":
-                low = max(low, int(guess) + 1)
-            else:
-                high = min(high, int(guess) - 1)
-        answer = (
-            "I am not sure."
-            if self.calls in self.broken_turns
-            else f"My guess is \\boxed{{{(low + high) // 2}}}."
-        )
-        self.calls += 1
-        return scripted_result(
-            self.tokenizer,
-            answer,
-            params.stop_token_ids[0],
-            prompt_ids,
-            weight_version=7,
-            request_id=str(self.calls),
-        )
 
 
 async def test_binary_search_wins_and_every_context_extends_the_previous_one(tiny_moe: LoadedModel) -> None:
@@ -179,7 +120,7 @@ async def test_terminal_task_through_rock_is_played_with_bash_actions(
     solves a real suite task in bash, then says `finish`; the task's own tests
     grade it. Without the solution the same episode fails."""
     from roll.engine.types import GenerateRequest
-    from roll.rollout.agentic.scripted_engine import ScriptedEngine
+    from roll.testing import ScriptedEngine
 
     task = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro" / "trapezoid-integral"
     solution = (task / "solution" / "solve.sh").read_text()
@@ -205,17 +146,6 @@ async def test_terminal_task_through_rock_is_played_with_bash_actions(
     assert (unsolved.reward, unsolved.metadata["success"]) == (0.0, False)
     with pytest.raises(ValueError, match=r"set env\.rock_url"):
         GEMEnvConfig(env_id=f"terminal:{task}")
-
-
-class ScriptedConstant:
-    """Test double of an LLM that always answers the same text."""
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, answer: str) -> None:
-        self.tokenizer = tokenizer
-        self.answer = answer
-
-    async def __call__(self, prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
-        return scripted_result(self.tokenizer, self.answer, params.stop_token_ids[0], prompt_ids)
 
 
 @pytest.mark.parametrize(

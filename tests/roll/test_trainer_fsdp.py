@@ -22,11 +22,8 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_two_process_fsdp2_matches_one_process(tmp_path: Path) -> None:
-    sys.path.insert(0, str(WORKER.parent))
-    try:
-        from test_trainer_fsdp_worker import run_step, tiny_llama
-    finally:
-        sys.path.remove(str(WORKER.parent))
+    from tests.roll.test_trainer_fsdp_worker import run_step, tiny_llama
+
     single_weights, single_metrics = run_step(tmp_path / "single_hf")
 
     out = tmp_path / "fsdp.pt"

@@ -147,9 +147,20 @@ def test_malformed_terminal_bench_task(tmp_path, yaml_text, field, words) -> Non
     assert words in error.message
 
 
-def test_terminal_bench_without_run_tests(tmp_path: Path) -> None:
+def test_terminal_bench_without_run_tests_runs_pytest_on_tests(tmp_path: Path) -> None:
     d = tb_task(tmp_path)
     (d / "run-tests.sh").unlink()
+    task = load_task(d)
+    assert isinstance(task, Task)
+    assert (task.test_command, task.grading, task.extra_test_files) == (
+        "pytest -rA /tests/test_outputs.py",
+        "pytest",
+        [],
+    )
+    (d / "tests" / "test_outputs.py").rename(d / "tests" / "test_other.py")
+    assert load_task(d).test_command == "pytest -rA /tests"  # type: ignore[union-attr]
+    (d / "tests" / "test_other.py").unlink()
+    (d / "tests").rmdir()
     error = load_task(d)
     assert isinstance(error, TaskLoadError) and error.file == "run-tests.sh"
 

@@ -66,3 +66,27 @@ def test_validate_excludes_a_task_whose_tests_pass_untouched_and_collect_skips_i
     hazard = records[0]
     assert "did not run it" in hazard.messages[-1]["content"]
     assert not any("sum.sh /app" in (s.command or "") for s in tool_steps(hazard.messages))
+
+
+def test_iflow_against_a_model_of_ours_records_token_ids(provider, tmp_path: Path) -> None:
+    from roll.engine.server.loopback import serve_on_loopback
+    from roll.models import load_model
+    from roll.testing import ScriptedEngine
+    from rome.data.testing import teacher_policy
+
+    tasks = tmp_path / "tasks"
+    generate("file-ops", 1, 2, tasks, {"level": 1})
+    loaded = load_model("builtin:tiny-qwen3-moe")
+    engine = ScriptedEngine(loaded.tokenizer, policy=teacher_policy(tasks))
+    with serve_on_loopback(engine, loaded) as url:
+        settings = CollectSettings(agent="iflow", model=url, concurrency=1)
+        stats = collect(tasks, tmp_path / "traj.jsonl", settings, provider)
+    assert (stats.trajectories, stats.resolved) == (1, 1)
+    [record] = list(read_trajectories(tmp_path / "traj.jsonl"))
+    assert record.agent == "iflow" and record.model == loaded.model_id
+    assert len(record.calls) == 2  # chmod, then the final answer
+    for call, prompt in zip(record.calls, engine.prompts, strict=True):
+        assert call.prompt_token_ids == prompt
+        assert call.output_token_ids and len(call.output_logprobs or []) == len(call.output_token_ids)
+    [step] = tool_steps(record.messages)
+    assert step.command is not None and step.command.startswith("chmod +x /app/") and not step.failed

@@ -1,0 +1,172 @@
+"""The fleet's package cache: devpi-server (a PyPI caching mirror) and apt-cacher, on host loopback.
+
+Both keep their cache on disk under one folder (`pypi/`, `apt/`). Seeded once while online (`rock packages
+seed`), they can then run with `offline=True`: devpi answers only from what it holds and apt-cacher
+serves only cached files, so nothing a sandbox asks for leaves the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+PYPI_PATH = "/root/pypi/+simple/"
+
+
+def default_folder() -> Path:
+    """Where set-up seeds the cache and a rome-bench fleet looks for it: $ALE_HOME/package-cache."""
+    from rock.runtime.home import ale_home
+
+    return ale_home() / "package-cache"
+
+
+START_TIMEOUT = 300.0
+
+
+class PackageCacheError(RuntimeError):
+    """A cache server could not start; the message names its log."""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tool(name: str) -> str | None:
+    beside = Path(sys.executable).with_name(name)
+    return str(beside) if beside.is_file() else shutil.which(name)
+
+
+def apt_cacher() -> str | None:
+    """Debian's apt-cacher (apt-cacher-ng cannot bind its socket under gVisor, where this project runs)."""
+    return shutil.which("apt-cacher") or (
+        "/usr/sbin/apt-cacher" if Path("/usr/sbin/apt-cacher").is_file() else None
+    )
+
+
+class PackageCache:
+    """`with PackageCache(folder) as cache:` runs the servers; `cache.pypi` and `cache.apt` are host:port."""
+
+    def __init__(self, folder: Path, offline: bool = False, start_timeout: float = START_TIMEOUT) -> None:
+        self.folder = Path(folder).resolve()
+        self.offline, self.start_timeout = offline, start_timeout
+        self.pypi: str | None = None
+        self.apt: str | None = None
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._scratch: Path | None = None
+
+    def __enter__(self) -> PackageCache:
+        try:
+            self.pypi = self._start_devpi()
+            self.apt = self._start_apt()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._procs.clear()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    @property
+    def pypi_url(self) -> str:
+        return f"http://{self.pypi}{PYPI_PATH}"
+
+    def _spawn(self, args: list[str], log: Path) -> subprocess.Popen[bytes]:
+        # In our process group: whoever stops the group (a fleet's owner) stops the caches with it.
+        with log.open("ab") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        self._procs.append(proc)
+        return proc
+
+    def _start_devpi(self) -> str:
+        server, init = _tool("devpi-server"), _tool("devpi-init")
+        if server is None or init is None:
+            raise PackageCacheError(
+                "devpi-server is not installed; `pip install devpi-server` (ALE depends on it)"
+            )
+        data = self.folder / "pypi"
+        log = self.folder / "devpi.log"
+        data.parent.mkdir(parents=True, exist_ok=True)
+        if not (data / ".nodeinfo").is_file():
+            subprocess.run([init, "--serverdir", str(data)], check=True, capture_output=True, timeout=300)
+        if self.offline:
+            # devpi writes to its folder even offline: each offline instance gets its own copy of the seeded
+            # one (a few MB), so fleets started side by side never share a database.
+            self._scratch = Path(tempfile.mkdtemp(prefix="rock-devpi-"))
+            data = Path(shutil.copytree(data, self._scratch / "pypi"))
+            log = self._scratch / "devpi.log"
+        port = _free_port()
+        args = [server, "--serverdir", str(data), "--host", "127.0.0.1", "--port", str(port)]
+        args += ["--secretfile", str(self._secret(data))]
+        # devpi's 5 s default for upstream requests is too short on a loaded machine: the project would be
+        # reported as missing.
+        args += ["--request-timeout", "60"]
+        if self.offline:
+            args.append("--offline-mode")
+        proc = self._spawn(args, log)
+        self._wait(proc, f"http://127.0.0.1:{port}/+api", log)
+        return f"127.0.0.1:{port}"
+
+    def _secret(self, data: Path) -> Path:
+        secret = data.parent / "devpi.secret"
+        if not secret.is_file():
+            secret.write_text(os.urandom(32).hex())
+            secret.chmod(0o600)
+        return secret
+
+    def _start_apt(self) -> str | None:
+        binary = apt_cacher()
+        if binary is None:
+            return None  # apt caching is optional: `apt-get install apt-cacher` (scripts/setup.sh does)
+        cache = self.folder / "apt"
+        # Offline, the cache is only read: instances side by side share it, each with its own logs.
+        logs = (
+            Path(tempfile.mkdtemp(prefix="rock-apt-", dir=self._scratch))
+            if self.offline
+            else self.folder / "apt-logs"
+        )
+        cache.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        # The package's defaults, with this instance's places, port and (running as whoever started the
+        # fleet) user on top. `-R 0`: no retries, a failed upstream fetch fails at once.
+        args = [binary, "-R", "0", "daemon_addr=127.0.0.1", f"daemon_port={port}"]
+        args += [f"cache_dir={cache}", f"log_dir={logs}", f"user={os.getuid()}", f"group={os.getgid()}"]
+        if self.offline:
+            args.append("offline_mode=1")
+        log = logs / "apt-cacher.log"
+        proc = self._spawn(args, log)
+        self._wait(proc, f"http://127.0.0.1:{port}/", log)
+        return f"127.0.0.1:{port}"
+
+    def _wait(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise PackageCacheError(f"{Path(proc.args[0]).name} exited at start; see {log}")  # type: ignore[index]
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=5).status_code < 500:
+                    return
+            time.sleep(0.5)
+        raise PackageCacheError(f"{url} did not answer within {self.start_timeout:.0f} s; see {log}")

@@ -1,1 +1,0 @@
-"""Scripted experts: players that win GEM envs, whose episodes become SFT warm-start data."""

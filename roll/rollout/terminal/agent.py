@@ -1,0 +1,101 @@
+"""The iflow agent for agent-native rollouts: host side, tools in the task's ROCK sandbox, and optionally a
+prefix of expert steps already taken (initialized resampling).
+
+With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.terminal.prefill`: through iflow's
+own shell tool in the agent's session, their messages after the instruction) and the policy is asked to
+continue (`CONTINUE_PROMPT`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from iflow.agent import ApprovalMode, TerminationReason
+from iflow.agent.build import AgentOptions, AgentParts, build_agent, llm_config
+from iflow.agent.runtime import AgentConfig
+from iflow.executors.rock import RockExecutor
+from iflow.llm import LLMClient
+from iflow.settings import load_settings
+from iflow.todos import TodoStore
+from roll.rollout.terminal.expert import ExpertStep
+from roll.rollout.terminal.prefill import CONTINUE_PROMPT, prefilled_history
+from rome.terminal_tasks.rock_sandbox import RockSandbox
+from rome.terminal_tasks.task import Task
+
+__all__ = ["CONTINUE_PROMPT", "AgentOutcome", "ResampledIflowAgent", "expert_messages"]
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """How the agent's run ended: past its time limit, with an error, and its log."""
+
+    timed_out: bool = False
+    error: str | None = None
+    log: str = ""
+
+
+def expert_messages(steps: list[ExpertStep]) -> list[dict[str, object]]:
+    """The expert steps as the assistant messages of a history (call ids `expert_<index>`)."""
+    return [step.assistant_message(f"expert_{index}") for index, step in enumerate(steps)]
+
+
+class ResampledIflowAgent:
+    """iflow against `base_url`, its tools in the sandbox, starting after `expert[:start]`."""
+
+    name = "iflow"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        expert: list[ExpertStep] | None = None,
+        start: int = 0,
+        max_turns: int = 20,
+    ) -> None:
+        expert = expert or []
+        if not 0 <= start <= len(expert):
+            raise ValueError(f"start {start} is outside 0..{len(expert)} (the expert trajectory's length)")
+        self.base_url, self.model = base_url, model
+        self.prefix = expert[:start]
+        self.max_turns = max_turns
+
+    def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
+        cwd = Path(tempfile.mkdtemp(prefix="ale-terminal-"))  # no host memory or hooks leak in
+        try:
+            options = AgentOptions(
+                cwd=cwd, base_url=self.base_url, model=self.model, approval_mode=ApprovalMode.YOLO
+            )
+            settings = load_settings(cwd)
+            # One call may take as long as the episode: a shorter read timeout would retry it while the
+            # engine still works on the first request (on a loaded CPU one call can take minutes).
+            llm = LLMClient(llm_config(settings, options).model_copy(update={"timeout_s": timeout}))
+            executor = RockExecutor(sandbox.rock, workdir=sandbox.workdir)
+            config = AgentConfig(
+                approval_mode=ApprovalMode.YOLO,
+                context=settings.context,
+                max_time_s=timeout,
+                max_turns=self.max_turns,
+            )
+            parts = AgentParts(settings, options, llm, executor, TodoStore(executor.workdir), config)
+            agent = build_agent(parts)
+            prompt = task.instruction
+            if self.prefix:
+                agent.messages = prefilled_history(parts, task.instruction, expert_messages(self.prefix))
+                prompt = CONTINUE_PROMPT
+            try:
+                result = agent.run(prompt)
+            finally:
+                agent.close()
+                llm.close()
+        finally:
+            shutil.rmtree(cwd, ignore_errors=True)
+        log = f"[iflow] start {len(self.prefix)}: {result.termination.value}, {result.rounds} rounds"
+        error = None
+        if result.termination not in (TerminationReason.COMPLETED, TerminationReason.MAX_TURNS):
+            error = f"iflow stopped: {result.termination.value}" + (
+                f" ({result.error})" if result.error else ""
+            )
+        return AgentOutcome(timed_out=result.termination is TerminationReason.MAX_TIME, error=error, log=log)
