@@ -315,16 +315,19 @@ class Admin:
         *,
         timeout: float | None,
         headers: dict[str, str] | None = None,
+        stream: bool = False,
         **kwargs: object,
     ) -> httpx.Response:
+        """The worker's answer; with `stream`, its body not read yet (the caller closes the response)."""
         worker = self.scheduler.workers.get(worker_id)
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
         headers = {**(headers or {}), "Authorization": f"Bearer {self.auth.worker_token}"}
         try:
-            response = await self.http.request(
+            request = self.http.build_request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs
             )  # type: ignore[arg-type]
+            response = await self.http.send(request, stream=stream)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             self.scheduler.mark_unreachable(worker_id)
             raise WorkerUnavailable(f"worker {worker_id} at {worker.url} cannot be reached: {exc!r}") from exc
@@ -332,6 +335,9 @@ class Admin:
             raise WorkerUnavailable(f"worker {worker_id} at {worker.url} did not answer: {exc!r}") from exc
         if response.is_success:
             return response
+        if stream:
+            await response.aread()
+            await response.aclose()
         raise error_from_response(
             response.status_code, response.content, response.headers.get("Retry-After"), worker.url
         )

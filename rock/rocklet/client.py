@@ -103,9 +103,10 @@ class RockletClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    async def _request(self, method: str, url: str, stream: bool = False, **kwargs: Any) -> httpx.Response:
+        """The rocklet's answer, or its error raised; with `stream`, the body is not read yet (close it)."""
         try:
-            response = await self._http.request(method, url, **kwargs)
+            response = await self._http.send(self._http.build_request(method, url, **kwargs), stream=stream)
         except httpx.TimeoutException:
             raise RockletUnavailable(
                 f"rocklet at {self.socket_path} did not answer {method} {url} in time; "
@@ -117,6 +118,9 @@ class RockletClient:
                 "is the sandbox running and its socket folder mounted?"
             ) from None
         if response.status_code >= 400:
+            if stream:
+                await response.aread()
+                await response.aclose()
             raise _error_from(response)
         return response
 
@@ -196,6 +200,12 @@ class RockletClient:
     async def download(self, path: str) -> bytes:
         """A tar archive of `path` (file or folder) inside the sandbox, named by its last component."""
         return (await self._request("GET", "/archive", params={"path": path})).content
+
+    async def open_download(self, path: str) -> httpx.Response:
+        """`download` as a response whose body is still to be read (`aiter_raw`, then `aclose`)."""
+        return await self._request(
+            "GET", "/archive", stream=True, params={"path": path}, timeout=TRANSFER_TIMEOUT
+        )
 
     async def start_forwarder(self, port: int, target_socket: str = "/run/rock/model.sock") -> ForwarderInfo:
         """Listen on 127.0.0.1:`port` inside the sandbox and forward each connection to `target_socket`."""

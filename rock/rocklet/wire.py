@@ -19,7 +19,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
 
-Response = tuple[int, str, bytes]
+Producer = Callable[["BinaryIO"], None]
+"""Writes a response body of unknown length into the file it is given (sent chunked as it is written)."""
+Response = tuple[int, str, "bytes | Producer"]
 Dispatch = Callable[[str, str, "Body"], Response]
 
 MAX_LINE = 65536
@@ -137,9 +139,29 @@ class Handler(socketserver.StreamRequestHandler):
             keep_alive = (
                 version == "HTTP/1.1" and headers.get("connection", "").lower() != "close" and body.done
             )
-            self._respond(status, content_type, payload, keep_alive)
+            if callable(payload):
+                if not self._stream(status, content_type, payload, keep_alive):
+                    return
+            else:
+                self._respond(status, content_type, payload, keep_alive)
             if not keep_alive:
                 return
+
+    def _stream(self, status: int, content_type: str, produce: Producer, keep_alive: bool) -> bool:
+        """Send what `produce` writes as a chunked body; False when it failed midway: the connection is
+        then dropped without the last chunk, so the client sees a broken body, never a short one."""
+        connection = "" if keep_alive else "Connection: close\r\n"
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
+            f"Content-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n{connection}\r\n"
+        )
+        try:
+            self.wfile.write(head.encode("latin-1"))
+            produce(ChunkedWriter(self.wfile))
+            self.wfile.write(b"0\r\n\r\n")
+        except Exception:  # a file that vanished or failed to read, or the client went away
+            return False
+        return True
 
     def _respond(self, status: int, content_type: str, payload: bytes, keep_alive: bool) -> None:
         connection = "" if keep_alive else "Connection: close\r\n"
@@ -149,6 +171,21 @@ class Handler(socketserver.StreamRequestHandler):
         )
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.wfile.write(head.encode("latin-1") + payload)
+
+
+class ChunkedWriter:
+    """A file whose writes go out as HTTP/1.1 chunks."""
+
+    def __init__(self, wfile: BinaryIO) -> None:
+        self._wfile = wfile
+
+    def write(self, data: bytes) -> int:
+        if data:
+            self._wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        return len(data)
+
+    def flush(self) -> None:
+        self._wfile.flush()
 
 
 class HttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

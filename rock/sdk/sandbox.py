@@ -121,8 +121,9 @@ class Sandbox:
         self._do(calls.write_file(self.id, path, data.encode() if isinstance(data, str) else data, mode))
 
     def upload(self, src: str | Path, dest: str) -> None:
-        """Copy a local file or folder to `dest/<its name>` inside the sandbox."""
-        self._do(calls.upload(self.id, archive.pack(src), dest))
+        """Copy a local file or folder to `dest/<its name>` inside the sandbox (sent as a tar in pieces)."""
+        with archive.pack(src) as tar:
+            self._do(calls.upload(self.id, archive.pieces(tar), dest))
 
     def download(self, path: str, dest: str | Path) -> Path:
         """Copy `path` (file or folder) from the sandbox into the local folder `dest`; returns the copy."""
@@ -245,7 +246,9 @@ class AsyncSandbox:
         )
 
     async def upload(self, src: str | Path, dest: str) -> None:
-        await self._do(calls.upload(self.id, archive.pack(src), dest))
+        """Copy a local file or folder to `dest/<its name>` inside the sandbox (sent as a tar in pieces)."""
+        with archive.pack(src) as tar:
+            await self._do(calls.upload(self.id, archive.apieces(tar), dest))
 
     async def download(self, path: str, dest: str | Path) -> Path:
         return archive.unpack(await self._do(calls.download(self.id, path)), dest)

@@ -29,10 +29,11 @@ def train(
     from roll.pipeline.controller import train as run_training
     from roll.pipeline.tracking import ResumeError
     from roll.rollout.gem_env import EnvUnavailableError
+    from roll.rollout.terminal.tasks import TerminalTasksError
 
     try:
         run_training(parsed, console)
-    except (WarmStartError, EnvUnavailableError, ResumeError) as error:
+    except (WarmStartError, EnvUnavailableError, ResumeError, TerminalTasksError) as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(1) from error
 
