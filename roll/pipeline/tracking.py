@@ -20,9 +20,13 @@ class ResumeError(RuntimeError):
 
 
 def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> dict[str, float]:
-    """Means over episodes (reward is the env's, before any normalisation); staleness when `step` is given."""
-    if not trajectories:
+    """Means over episodes (reward is the env's, before any normalisation; imitation trajectories are
+    counted apart, as they are no episodes); staleness over every trained chunk when `step` is given."""
+    episodes = [t for t in trajectories if not t.metadata.get("imitation")]
+    if not episodes:
         return {"episodes": 0}
+    imitation = len(trajectories) - len(episodes)
+    all_trajectories, trajectories = trajectories, episodes
     meta = [t.metadata for t in trajectories]
     turns = sum(m["turns"] for m in meta)
     out: dict[str, float] = {
@@ -42,8 +46,13 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         "agent_timeouts": sum(m.get("end") == "agent_timeout" for m in meta),
         "agent_errors": sum(m.get("end") == "agent_error" for m in meta),
     }
+    for key in ("sandbox_s", "agent_s", "verifier_s"):  # where a terminal episode's time went
+        if all(key in m for m in meta):
+            out[f"episode_{key}"] = statistics.fmean(m[key] for m in meta)
+    if imitation:
+        out["imitation_trajectories"] = imitation
     if step is not None:
-        lags = [step - c.weight_version for t in trajectories for c in t.chunks]
+        lags = [step - c.weight_version for t in all_trajectories for c in t.chunks]
         out["staleness_mean"] = statistics.fmean(lags)
         out["staleness_max"] = max(lags)
     return out
