@@ -42,8 +42,8 @@ def bench_generation(count: int) -> dict[str, float]:
 
 
 def bench_collect(attempts: int) -> dict[str, Any]:
+    from roll.engine.server.loopback import serve_on_loopback
     from roll.models import load_model
-    from roll.rollout.agentic.serving import EngineServer
     from roll.testing import ScriptedEngine
     from rome.bench.runner import sandbox_provider
     from rome.data.collect import CollectSettings, collect
@@ -58,9 +58,7 @@ def bench_collect(attempts: int) -> dict[str, Any]:
     try:
         with (
             sandbox_provider("rock") as provider,
-            EngineServer(
-                loaded, engine=ScriptedEngine(loaded.tokenizer, policy=teacher_policy(tasks))
-            ) as server,
+            serve_on_loopback(ScriptedEngine(loaded.tokenizer, policy=teacher_policy(tasks)), loaded) as url,
         ):
             # One untimed pass builds the images and warms the fleet.
             collect(tasks, root / "warm.jsonl", CollectSettings(concurrency=4), provider)
@@ -68,7 +66,7 @@ def bench_collect(attempts: int) -> dict[str, Any]:
                 for concurrency in CONCURRENCY:
                     settings = CollectSettings(
                         agent="oracle-teacher" if kind == "oracle-teacher" else "iflow",
-                        model=None if kind == "oracle-teacher" else server.url,
+                        model=None if kind == "oracle-teacher" else url,
                         attempts=attempts,
                         concurrency=concurrency,
                         mistake_rate=0.0,

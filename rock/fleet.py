@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from rock.worker.socket_dir import release_mounts_under
+
 if TYPE_CHECKING:
     from rock.admin.config import AdminConfig
 
@@ -203,6 +205,7 @@ class LocalFleet:
             worker.stop()
         self.admin.stop()
         self.remove_all_containers()
+        release_mounts_under(self.state_dir)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def remove_all_containers(self) -> None:
@@ -277,6 +280,7 @@ def _stop_when_orphaned(parent_pid: int, worker_ids: list[str], state_dir: Path)
         except ProcessLookupError:
             for wid in worker_ids:
                 remove_containers(wid)
+            release_mounts_under(state_dir)
             shutil.rmtree(state_dir, ignore_errors=True)
             os.kill(os.getpid(), signal.SIGTERM)
             return

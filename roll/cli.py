@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from roll.pipeline.cli import plot, train
-from roll.rollout.agentic.cli import agentic_train
 from roll.rollout.players.cli import app as players_app
 from roll.sft.cli import sft
 
@@ -55,7 +54,6 @@ def serve(
 app.command("train")(train)
 app.command("plot")(plot)
 app.command("sft")(sft)
-app.command("agentic")(agentic_train)
 app.add_typer(players_app, name="players")
 
 

@@ -18,5 +18,6 @@ def _exit_cleanly_on_sigterm() -> None:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
+
 if __name__ == "__main__":
     app()

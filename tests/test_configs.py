@@ -17,7 +17,6 @@ CONFIG_SCHEMAS = {
     "rome/sft_*.yaml": "roll.sft.config:SFTConfig",
     "rome/ipa_*.yaml": "roll.pipeline.config:TrainConfig",
     "sft*.yaml": "roll.sft.config:SFTConfig",
-    "ipa_terminal.yaml": "roll.rollout.agentic.ipa:IPATerminalConfig",
     "ipa*.yaml": "roll.pipeline.config:TrainConfig",
     "grpo*.yaml": "roll.pipeline.config:TrainConfig",
     "gem_*.yaml": "roll.pipeline.config:TrainConfig",

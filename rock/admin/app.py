@@ -6,9 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
 
+import httpx
 from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AfterValidator
+from starlette.background import BackgroundTask
 
 from rock.admin import responses as R
 from rock.admin.config import KeyPolicy
@@ -53,6 +56,16 @@ def worker_caller(request: Request, authorization: Annotated[str | None, Header(
 def _passthrough(response) -> Response:  # type: ignore[no-untyped-def]
     return Response(
         response.content, status_code=response.status_code, media_type=response.headers.get("content-type")
+    )
+
+
+def _streamed(response: httpx.Response) -> StreamingResponse:
+    """A worker's answer passed on piece by piece (a download of any size holds no memory here)."""
+    return StreamingResponse(
+        response.aiter_raw(),
+        status_code=response.status_code,
+        media_type=response.headers.get("content-type"),
+        background=BackgroundTask(response.aclose),
     )
 
 
@@ -165,8 +178,10 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
 
     @app.get("/v1/sandboxes/{sandbox_id}/download", responses=R.DOWNLOAD)
     async def download(sandbox_id: str, path: SandboxPath, who: Caller) -> Response:
-        return _passthrough(
-            await admin.forward(sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0)
+        return _streamed(
+            await admin.forward(
+                sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0, stream=True
+            )
         )
 
     @app.post("/v1/sandboxes/{sandbox_id}/forward", responses=R.FORWARD)

@@ -38,6 +38,7 @@ class SpecLimits(BaseModel):
 
     max_cpus: float = 8.0
     max_memory: str = "16g"
+    max_disk: str = "100g"
     max_pids: int = 4096
     max_ttl: float = 7 * 24 * 3600.0
     max_idle_timeout: float = 24 * 3600.0
@@ -48,6 +49,7 @@ class SpecLimits(BaseModel):
         checks = [
             ("cpus", spec.cpus, self.max_cpus),
             ("memory", spec.memory_bytes, parse_memory(self.max_memory)),
+            ("disk", spec.disk_bytes, parse_memory(self.max_disk)),
             ("pids", spec.pids, self.max_pids),
             ("ttl", spec.ttl, self.max_ttl),
             ("idle_timeout", spec.idle_timeout, self.max_idle_timeout),

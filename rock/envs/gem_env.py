@@ -19,6 +19,9 @@ from rock.sdk import RockError, Sandbox
 SERVER_PATH = "/tmp/rock_gem_server.py"
 SOCKET_PATH = "/tmp/rock-gem.sock"
 LOG_PATH = "/tmp/rock-gem.log"
+# Each request goes to the relay's stdin from this file: as an argument it would hit the kernel's 128 KiB
+# limit on one argv string ("Argument list too long") for a long action. One request at a time per env.
+REQUEST_PATH = "/tmp/rock-gem-request.json"
 START_TIMEOUT_S = 60.0
 CALL_TIMEOUT_S = 120.0
 RELAY = r"""
@@ -76,19 +79,10 @@ class GemSandboxEnv:
             self.sandbox.close()
 
     def _call(self, request: dict[str, Any], wait: float = 5.0) -> dict[str, Any]:
-        payload = json.dumps(request)
-        command = [
-            "sh",
-            "-c",
-            'printf %s "$1" | python3 -c "$2" "$3" "$4" "$5"',
-            "relay",
-            payload,
-            RELAY,
-            SOCKET_PATH,
-            str(wait),
-            LOG_PATH,
-        ]
+        command = ["sh", "-c", f'python3 -c "$1" "$2" "$3" "$4" <{REQUEST_PATH}', "relay"]
+        command += [RELAY, SOCKET_PATH, str(wait), LOG_PATH]
         try:
+            self.sandbox.write_file(REQUEST_PATH, json.dumps(request))
             observation = self.sandbox.exec(command, timeout=CALL_TIMEOUT_S + wait)
         except RockError as error:
             raise EnvError(f"{self.env_id}: the sandbox failed during {request['op']}: {error}") from error

@@ -1,4 +1,7 @@
-"""`python -m rock.rocklet [--socket PATH]`: serve until SIGTERM/SIGINT.
+"""`python -m rock.rocklet [--socket PATH] [--token-file PATH]`: serve until SIGTERM/SIGINT.
+
+With `--token-file`, every request must carry `Authorization: Bearer TOKEN` (the file's content); the file
+is removed once read, so the sandbox's own processes cannot read the token from it.
 
 Arguments are read by hand: argparse would add a tenth to the start-up time of every sandbox.
 """
@@ -12,22 +15,22 @@ from rock.rocklet.procs import reap_orphans_forever
 from rock.rocklet.runaway import guard_pids
 from rock.rocklet.server import DEFAULT_SOCKET, Rocklet, make_server
 
-USAGE = "usage: python -m rock.rocklet [--socket PATH]"
+USAGE = "usage: python -m rock.rocklet [--socket PATH] [--token-file PATH]"
 
 
 def main(argv: list[str]) -> None:
-    socket_path = DEFAULT_SOCKET
     if argv[:1] in (["-h"], ["--help"]):
         print(USAGE)
         return
-    if argv:
-        if len(argv) != 2 or argv[0] != "--socket":
-            sys.exit(f"rocklet: unexpected arguments {argv}; {USAGE}")
-        socket_path = argv[1]
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
+    if len(argv) % 2 or not set(options) <= {"--socket", "--token-file"}:
+        sys.exit(f"rocklet: unexpected arguments {argv}; {USAGE}")
+    socket_path = options.get("--socket", DEFAULT_SOCKET)
+    token = read_token(options["--token-file"]) if "--token-file" in options else None
     state_dir = os.path.join(os.path.dirname(socket_path), "rocklet-state")
     os.makedirs(state_dir, exist_ok=True)
     app = Rocklet(state_dir)
-    server = make_server(socket_path, app)
+    server = make_server(socket_path, app, token)
     app.open_default_session()
     if os.getpid() == 1:
         threading.Thread(target=reap_orphans_forever, name="reaper", daemon=True).start()
@@ -46,6 +49,18 @@ def main(argv: list[str]) -> None:
         server.server_close()
         if os.path.exists(socket_path):
             os.unlink(socket_path)
+
+
+def read_token(path: str) -> str:
+    try:
+        with open(path) as handle:
+            token = handle.read().strip()
+        os.unlink(path)
+    except OSError as exc:
+        sys.exit(f"rocklet: cannot read the token file {path}: {exc}; the worker writes it before the start")
+    if not token:
+        sys.exit(f"rocklet: the token file {path} is empty")
+    return token
 
 
 if __name__ == "__main__":

@@ -1,15 +1,24 @@
-"""`RockletClient`: the async client of one rocklet, over its unix socket (httpx)."""
+"""`RockletClient`: the async client of one rocklet, over its unix socket (httpx).
+
+The socket lives in a folder the sandbox can write, so the sandbox could put anything at its path (a
+symlink to the host's Docker socket, say). Every connection therefore opens the path without following a
+symlink, checks that it is a socket, and connects through that very file (`/proc/self/fd/N`), so nothing
+can be swapped in between the check and the connect.
+"""
 
 import asyncio
+import os
+import stat
 import time
 from collections.abc import AsyncIterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpcore
 import httpx
 
-from rock.rocklet.errors import ERROR_TYPES, RockletError, RockletUnavailable
+from rock.rocklet.errors import ERROR_TYPES, RockletError, RockletUnavailable, SocketTampered
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
 from rock.rocklet.types import (
     ForwarderInfo,
@@ -30,16 +39,59 @@ TRANSFER_TIMEOUT = 600.0
 Content = bytes | AsyncIterable[bytes]
 
 
-class RockletClient:
-    def __init__(self, socket_path: str | Path, request_timeout: float = 60.0) -> None:
-        self.socket_path = str(socket_path)
+def open_socket(path: str) -> int:
+    """An O_PATH descriptor of the socket at `path`, never through a symlink; SocketTampered for anything
+    that is not a socket, httpcore.ConnectError (as for a refused connect) when nothing is there."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise httpcore.ConnectError(f"cannot open the rocklet's socket {path}: {exc.strerror}") from exc
+    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+    if kind != stat.S_IFSOCK:
+        os.close(fd)
+        found = "a symlink" if kind == stat.S_IFLNK else f"a file of type {oct(kind)}"
+        raise SocketTampered(
+            f"{path} is {found}, not the rocklet's socket: the sandbox replaced it, so the worker no longer "
+            "talks to this sandbox; delete it and create a new one"
+        )
+    return fd
+
+
+class _SocketOnlyBackend(httpcore.AnyIOBackend):
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:
+        fd = open_socket(path)
+        try:
+            return await super().connect_unix_socket(f"/proc/self/fd/{fd}", timeout, socket_options)
+        finally:
+            os.close(fd)
+
+
+class _SocketTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, path: str) -> None:
         # Plain HTTP over a unix socket: no TLS ever, so no CA store is loaded (that would cost ~20 ms of CPU
         # for each sandbox's client).
+        super().__init__(uds=path, verify=False)
+        # httpx takes no network backend of its own choosing, so its pool is rebuilt with the checking one.
+        self._pool = httpcore.AsyncConnectionPool(
+            uds=path, network_backend=_SocketOnlyBackend(), max_connections=100, keepalive_expiry=5.0
+        )
+
+
+class RockletClient:
+    def __init__(
+        self, socket_path: str | Path, request_timeout: float = 60.0, token: str | None = None
+    ) -> None:
+        """`token`: the sandbox's rocklet token, sent with every request (a rocklet started with one refuses
+        requests without it)."""
+        self.socket_path = str(socket_path)
         self._http = httpx.AsyncClient(
-            transport=httpx.AsyncHTTPTransport(uds=self.socket_path, verify=False),
+            transport=_SocketTransport(self.socket_path),
             base_url="http://rocklet",
             verify=False,
             timeout=request_timeout,
+            headers={"Authorization": f"Bearer {token}"} if token else None,
         )
 
     async def __aenter__(self) -> "RockletClient":
@@ -51,9 +103,10 @@ class RockletClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    async def _request(self, method: str, url: str, stream: bool = False, **kwargs: Any) -> httpx.Response:
+        """The rocklet's answer, or its error raised; with `stream`, the body is not read yet (close it)."""
         try:
-            response = await self._http.request(method, url, **kwargs)
+            response = await self._http.send(self._http.build_request(method, url, **kwargs), stream=stream)
         except httpx.TimeoutException:
             raise RockletUnavailable(
                 f"rocklet at {self.socket_path} did not answer {method} {url} in time; "
@@ -65,6 +118,9 @@ class RockletClient:
                 "is the sandbox running and its socket folder mounted?"
             ) from None
         if response.status_code >= 400:
+            if stream:
+                await response.aread()
+                await response.aclose()
             raise _error_from(response)
         return response
 
@@ -144,6 +200,12 @@ class RockletClient:
     async def download(self, path: str) -> bytes:
         """A tar archive of `path` (file or folder) inside the sandbox, named by its last component."""
         return (await self._request("GET", "/archive", params={"path": path})).content
+
+    async def open_download(self, path: str) -> httpx.Response:
+        """`download` as a response whose body is still to be read (`aiter_raw`, then `aclose`)."""
+        return await self._request(
+            "GET", "/archive", stream=True, params={"path": path}, timeout=TRANSFER_TIMEOUT
+        )
 
     async def start_forwarder(self, port: int, target_socket: str = "/run/rock/model.sock") -> ForwarderInfo:
         """Listen on 127.0.0.1:`port` inside the sandbox and forward each connection to `target_socket`."""

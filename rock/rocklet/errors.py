@@ -14,6 +14,13 @@ class RockletUnavailable(RockletError):
     status = 503
 
 
+class SocketTampered(RockletError):
+    """The rocklet's socket path holds something other than a socket (the sandbox replaced it, with a symlink
+    to another socket of the host, say): the client refuses to connect through it."""
+
+    status = 503
+
+
 class BadRequest(RockletError):
     """The request is malformed: a missing field or a value of the wrong type."""
 
@@ -56,6 +63,12 @@ class SandboxExhausted(RockletError):
     status = 503
 
 
+class Unauthorized(RockletError):
+    """The request did not carry this sandbox's token."""
+
+    status = 401
+
+
 class ForwarderError(RockletError):
     """The TCP forwarder could not listen on the requested port."""
 
@@ -67,6 +80,7 @@ ERROR_TYPES: dict[str, type[RockletError]] = {
     for cls in (
         RockletError,
         RockletUnavailable,
+        SocketTampered,
         BadRequest,
         SessionNotFound,
         SessionExists,
@@ -75,5 +89,6 @@ ERROR_TYPES: dict[str, type[RockletError]] = {
         ShellUnavailable,
         SandboxExhausted,
         ForwarderError,
+        Unauthorized,
     )
 }

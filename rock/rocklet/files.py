@@ -11,6 +11,7 @@ from rock.rocklet.errors import RemoteFileError, RemoteFileNotFound
 # Importing typing adds ~4 ms to every sandbox's start; only type checkers need it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import BinaryIO
 
 MAX_READ = 64 * 1024 * 1024
@@ -71,17 +72,30 @@ def unpack(stream: "BinaryIO", dest: str) -> None:
         raise RemoteFileError(f"cannot unpack the upload into {dest}: {exc.strerror}") from None
 
 
-def pack(path: str) -> bytes:
-    """A tar archive of `path` (a file or a folder), named by its last component, as `docker cp` does."""
-    import io
+def pack(path: str) -> "Callable[[BinaryIO], None]":
+    """What writes a tar archive of `path` (a file or a folder), named by its last component as `docker cp`
+    does, into a stream: the archive is never held in memory, whatever its size."""
     import tarfile
 
     if not os.path.lexists(path):
         raise RemoteFileNotFound(f"{path} does not exist inside the sandbox")
-    buffer = io.BytesIO()
-    try:
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
+    # Once the archive streams, an error can only break the connection: find what cannot be read first.
+    for entry in _entries(path):
+        if not os.path.islink(entry) and not os.access(
+            entry, os.R_OK | (os.X_OK if os.path.isdir(entry) else 0)
+        ):
+            raise RemoteFileError(f"cannot archive {path}: {entry} is not readable by the sandbox's user")
+
+    def write(out: "BinaryIO") -> None:
+        with tarfile.open(fileobj=out, mode="w|") as archive:
             archive.add(path, arcname=os.path.basename(os.path.normpath(path)) or ".")
-    except OSError as exc:
-        raise RemoteFileError(f"cannot archive {path}: {exc.strerror}") from None
-    return buffer.getvalue()
+
+    return write
+
+
+def _entries(path: str) -> "Iterator[str]":
+    yield path
+    if os.path.isdir(path) and not os.path.islink(path):
+        for root, dirs, names in os.walk(path):
+            for name in dirs + names:
+                yield os.path.join(root, name)

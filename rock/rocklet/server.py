@@ -242,10 +242,16 @@ def _query_path(query: dict[str, str], key: str) -> str:
     return query[key]
 
 
-def make_server(socket_path: str, app: Rocklet) -> HttpServer:
-    if os.path.exists(socket_path):
+def make_server(socket_path: str, app: Rocklet, token: str | None = None) -> HttpServer:
+    """The server on `socket_path`, owner-only; with a token, requests without it are refused (401)."""
+    if os.path.lexists(socket_path):
         os.unlink(socket_path)
-    server = HttpServer(socket_path, lambda method, target, body: dispatch(app, method, target, body))
-    # The host side may connect as another uid than the sandbox's.
-    os.chmod(socket_path, 0o666)
+    # The worker connects as root; no other user of the sandbox's uid on the host needs the socket.
+    old_mask = os.umask(0o177)
+    try:
+        server = HttpServer(
+            socket_path, lambda method, target, body: dispatch(app, method, target, body), token
+        )
+    finally:
+        os.umask(old_mask)
     return server

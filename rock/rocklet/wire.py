@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import re
 import socketserver
+
+# hmac.compare_digest itself; importing hmac would load hashlib at every sandbox's start.
+from _operator import _compare_digest as compare_digest
 from collections.abc import Callable
 
 # Importing typing adds ~4 ms to every sandbox's start; only type checkers need it.
@@ -16,13 +19,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO
 
-Response = tuple[int, str, bytes]
+Producer = Callable[["BinaryIO"], None]
+"""Writes a response body of unknown length into the file it is given (sent chunked as it is written)."""
+Response = tuple[int, str, "bytes | Producer"]
 Dispatch = Callable[[str, str, "Body"], Response]
 
 MAX_LINE = 65536
 REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     409: "Conflict",
     422: "Unprocessable Entity",
@@ -30,6 +36,10 @@ REASONS = {
     503: "Service Unavailable",
 }
 PERCENT_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})")
+UNAUTHORIZED = (
+    b'{"error": {"type": "Unauthorized", "message": "this rocklet answers only requests with its sandbox\'s '
+    b'token (Authorization: Bearer TOKEN); reach the sandbox through the ROCK admin"}}'
+)
 
 
 class ProtocolError(Exception):
@@ -116,6 +126,10 @@ class Handler(socketserver.StreamRequestHandler):
                 while (line := _read_line(self.rfile)) not in (b"\r\n", b"\n", b""):
                     name, _, value = line.decode("latin-1").partition(":")
                     headers[name.strip().lower()] = value.strip()
+                if not self.server.authorized(headers.get("authorization", "")):
+                    # Refused before its body is read: a caller without the token costs no memory.
+                    self._respond(401, "application/json", UNAUTHORIZED, keep_alive=False)
+                    return
                 body = Body(self.rfile, headers)
             except (ProtocolError, ValueError):
                 self._respond(400, "text/plain", b"malformed HTTP request", keep_alive=False)
@@ -125,9 +139,29 @@ class Handler(socketserver.StreamRequestHandler):
             keep_alive = (
                 version == "HTTP/1.1" and headers.get("connection", "").lower() != "close" and body.done
             )
-            self._respond(status, content_type, payload, keep_alive)
+            if callable(payload):
+                if not self._stream(status, content_type, payload, keep_alive):
+                    return
+            else:
+                self._respond(status, content_type, payload, keep_alive)
             if not keep_alive:
                 return
+
+    def _stream(self, status: int, content_type: str, produce: Producer, keep_alive: bool) -> bool:
+        """Send what `produce` writes as a chunked body; False when it failed midway: the connection is
+        then dropped without the last chunk, so the client sees a broken body, never a short one."""
+        connection = "" if keep_alive else "Connection: close\r\n"
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
+            f"Content-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n{connection}\r\n"
+        )
+        try:
+            self.wfile.write(head.encode("latin-1"))
+            produce(ChunkedWriter(self.wfile))
+            self.wfile.write(b"0\r\n\r\n")
+        except Exception:  # a file that vanished or failed to read, or the client went away
+            return False
+        return True
 
     def _respond(self, status: int, content_type: str, payload: bytes, keep_alive: bool) -> None:
         connection = "" if keep_alive else "Connection: close\r\n"
@@ -139,11 +173,32 @@ class Handler(socketserver.StreamRequestHandler):
             self.wfile.write(head.encode("latin-1") + payload)
 
 
+class ChunkedWriter:
+    """A file whose writes go out as HTTP/1.1 chunks."""
+
+    def __init__(self, wfile: BinaryIO) -> None:
+        self._wfile = wfile
+
+    def write(self, data: bytes) -> int:
+        if data:
+            self._wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        return len(data)
+
+    def flush(self) -> None:
+        self._wfile.flush()
+
+
 class HttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     """One thread per connection; `dispatch(method, target, body) -> (status, content type, payload)`."""
 
     daemon_threads = True
 
-    def __init__(self, socket_path: str, dispatch: Dispatch) -> None:
+    def __init__(self, socket_path: str, dispatch: Dispatch, token: str | None = None) -> None:
         self.dispatch = dispatch
+        self.expected = None if token is None else f"Bearer {token}".encode()
         super().__init__(socket_path, Handler)
+
+    def authorized(self, authorization: str) -> bool:
+        if self.expected is None:
+            return True
+        return compare_digest(authorization.encode("latin-1", errors="replace"), self.expected)

@@ -5,12 +5,15 @@ ROCKLET_SOCKET = "/run/rock/rocklet.sock"
 LOADER = "lib/ld.so"
 
 
-def rocklet_container_command(socket_path: str = ROCKLET_SOCKET, mount: str = RUNTIME_MOUNT) -> list[str]:
+def rocklet_container_command(
+    socket_path: str = ROCKLET_SOCKET, mount: str = RUNTIME_MOUNT, token_file: str | None = None
+) -> list[str]:
     """The container's entrypoint: the bundled loader runs the bundled interpreter on the bundled libraries.
 
     `-I` (isolated mode) keeps the image's PYTHON* variables out of the rocklet and `-S` skips site-packages
     (the rocklet lives beside the standard library); the interpreter finds its standard library from its
-    own location, so no environment variable is needed.
+    own location, so no environment variable is needed. With `token_file`, the rocklet answers only requests
+    that carry the token the worker wrote there.
     """
     return [
         f"{mount}/{LOADER}",
@@ -23,6 +26,7 @@ def rocklet_container_command(socket_path: str = ROCKLET_SOCKET, mount: str = RU
         "rock.rocklet",
         "--socket",
         socket_path,
+        *(["--token-file", token_file] if token_file else []),
     ]
 
 

@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import IO
+
+SPOOL = 8 * 1024 * 1024
+"""Bytes of an archive kept in memory; a larger one goes to a temporary file."""
+PIECE = 1024 * 1024
 
 
-def pack(src: str | Path) -> bytes:
-    """A tar of `src` (a file or a folder) whose single top entry is named like `src`."""
+@contextlib.contextmanager
+def pack(src: str | Path) -> Iterator[IO[bytes]]:
+    """A tar of `src` (a file or a folder) whose single top entry is named like `src`, in a rewound
+    temporary file (in memory up to SPOOL bytes, on disk beyond) to send in pieces."""
     src = Path(src)
     if not src.exists():
         raise FileNotFoundError(f"{src} does not exist; upload needs a local file or folder")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(src, arcname=src.name)
-    return buffer.getvalue()
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL) as spool:
+        with tarfile.open(fileobj=spool, mode="w") as tar:
+            tar.add(src, arcname=src.name)
+        spool.seek(0)
+        yield spool  # type: ignore[misc]
+
+
+def pieces(file: IO[bytes]) -> Iterator[bytes]:
+    while piece := file.read(PIECE):
+        yield piece
+
+
+async def apieces(file: IO[bytes]) -> AsyncIterator[bytes]:
+    """`pieces` for an async client (reads of a local temporary file, one piece at a time)."""
+    while piece := file.read(PIECE):
+        yield piece
 
 
 def unpack(data: bytes, dest: str | Path) -> Path:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import functools
 import os
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import httpx
 from pydantic import TypeAdapter
 
-from rock.sdk.errors import CommandTimeout, error_from_response
+from rock.sdk.errors import AdminUnavailable, CommandTimeout, error_from_response
 from rock.sdk.types import (
     CreateSandboxRequest,
     ExecRequest,
@@ -56,7 +56,7 @@ class Call(Generic[T]):
     parse: Callable[[httpx.Response], T]
     json: Any = None
     params: dict[str, Any] | None = None
-    content: bytes | None = None
+    content: bytes | Iterable[bytes] | AsyncIterable[bytes] | None = None
     timeout: float | None = 60.0
 
     def request_kwargs(self) -> dict[str, Any]:
@@ -68,6 +68,14 @@ class Call(Generic[T]):
         if self.content is not None:
             out["content"] = self.content
         return out
+
+    def unsent(self, exc: httpx.TransportError, base_url: httpx.URL) -> AdminUnavailable:
+        """The error for a call whose connection to the admin failed or broke before the answer."""
+        return AdminUnavailable(
+            f"the admin at {base_url} did not answer {self.method} {self.path} ({exc!r}); it may be "
+            "restarting: retry in a few seconds (sandboxes keep running; a command cut off this way may have "
+            "run, but its output is lost)"
+        )
 
     def finish(self, response: httpx.Response) -> T:
         if not response.is_success:
@@ -177,13 +185,14 @@ def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None) -> Cal
     return Call("PUT", f"/v1/sandboxes/{sandbox_id}/files", _nothing, params=params, content=data)
 
 
-def upload(sandbox_id: str, tar_bytes: bytes, dest: str) -> Call[None]:
+def upload(sandbox_id: str, tar: bytes | Iterable[bytes] | AsyncIterable[bytes], dest: str) -> Call[None]:
+    """Unpack `tar` (bytes, or pieces of them sent as they come) under `dest` inside the sandbox."""
     return Call(
         "POST",
         f"/v1/sandboxes/{sandbox_id}/upload",
         _nothing,
         params={"dest": dest},
-        content=tar_bytes,
+        content=tar,
         timeout=600.0,
     )
 

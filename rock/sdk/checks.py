@@ -18,6 +18,9 @@ MIB = 1024**2
 MIN_MEMORY = 6 * MIB
 """Docker's smallest memory limit; below it (0 included) a container would run without any."""
 MAX_MEMORY = 1024**4
+MIN_DISK = 16 * MIB
+"""Below this a sandbox could not even start its shell's state files; 0 would mean no limit at all."""
+MAX_DISK = 64 * 1024**4
 MIN_CPUS = 0.01
 """Docker's smallest CPU quota (1 ms per 100 ms period); `int(cpus * period)` of less is 0: no quota."""
 MAX_CPUS = 1024.0
@@ -62,6 +65,16 @@ def sandbox_memory(value: str) -> str:
         )
     if size > MAX_MEMORY:
         raise ValueError(f"memory {value!r} is over 1t; ask for less")
+    return value
+
+
+def sandbox_disk(value: str) -> str:
+    """A sandbox's disk limit: a size from MIN_DISK to MAX_DISK."""
+    size = parse_memory(value)
+    if size < MIN_DISK:
+        raise ValueError(f"disk {value!r} is {size} bytes, below the smallest limit (16m); ask for more")
+    if size > MAX_DISK:
+        raise ValueError(f"disk {value!r} is over 64t; ask for less")
     return value
 
 

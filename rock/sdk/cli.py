@@ -137,14 +137,20 @@ def exec_(
     """Run a command in a sandbox, print its output, and exit with its exit code."""
     import shlex
 
+    from pydantic import ValidationError
+
     from rock.sdk import calls
 
     line = command[0] if len(command) == 1 else shlex.join(command)
-    call = (
-        calls.run(sandbox_id, line, session, timeout)
-        if session
-        else calls.exec_(sandbox_id, line, timeout, None, None)
-    )
+    try:
+        call = (
+            calls.run(sandbox_id, line, session, timeout)
+            if session
+            else calls.exec_(sandbox_id, line, timeout, None, None)
+        )
+    except ValidationError as exc:
+        typer.secho(str(exc), fg="red", err=True)
+        raise typer.Exit(2) from None
     observation = _send(call, admin_url, api_key)
     typer.echo(observation.output, nl=not observation.output.endswith("\n"))
     raise typer.Exit(observation.exit_code if observation.exit_code is not None else 124)

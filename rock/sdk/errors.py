@@ -96,6 +96,17 @@ class WorkerUnavailable(RockError):
     status = 502
 
 
+class AdminUnavailable(RockError):
+    """The admin did not answer (stopped, restarting, or the connection broke mid-call): retry once it is
+    back.
+
+    Sandboxes outlive an admin restart. A command whose call broke this way may still have run: its output
+    is lost, never handed to a later call.
+    """
+
+    status = 503
+
+
 class RemoteFileNotFound(RockError):
     """The path does not exist inside the sandbox."""
 
@@ -123,6 +134,7 @@ ERROR_TYPES: dict[str, type[RockError]] = {
         SandboxFailed,
         CommandTimeout,
         WorkerUnavailable,
+        AdminUnavailable,
         RemoteFileNotFound,
         SandboxRequestError,
     )

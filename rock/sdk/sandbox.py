@@ -25,6 +25,7 @@ class SandboxOptions(TypedDict, total=False):
 
     cpus: float
     memory: str
+    disk: str
     pids: int
     ttl: float
     idle_timeout: float
@@ -77,7 +78,11 @@ class Sandbox:
         return cls(admin_url=admin_url, api_key=api_key, _attach=sandbox_id)
 
     def _do(self, call: calls.Call[T]) -> T:
-        return call.finish(self._http.request(call.method, call.path, **call.request_kwargs()))
+        try:
+            response = self._http.request(call.method, call.path, **call.request_kwargs())
+        except httpx.TransportError as exc:
+            raise call.unsent(exc, self._http.base_url) from exc
+        return call.finish(response)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -116,8 +121,9 @@ class Sandbox:
         self._do(calls.write_file(self.id, path, data.encode() if isinstance(data, str) else data, mode))
 
     def upload(self, src: str | Path, dest: str) -> None:
-        """Copy a local file or folder to `dest/<its name>` inside the sandbox."""
-        self._do(calls.upload(self.id, archive.pack(src), dest))
+        """Copy a local file or folder to `dest/<its name>` inside the sandbox (sent as a tar in pieces)."""
+        with archive.pack(src) as tar:
+            self._do(calls.upload(self.id, archive.pieces(tar), dest))
 
     def download(self, path: str, dest: str | Path) -> Path:
         """Copy `path` (file or folder) from the sandbox into the local folder `dest`; returns the copy."""
@@ -185,7 +191,11 @@ class AsyncSandbox:
         return self.info.id
 
     async def _do(self, call: calls.Call[T]) -> T:
-        return call.finish(await self._http.request(call.method, call.path, **call.request_kwargs()))
+        try:
+            response = await self._http.request(call.method, call.path, **call.request_kwargs())
+        except httpx.TransportError as exc:
+            raise call.unsent(exc, self._http.base_url) from exc
+        return call.finish(response)
 
     async def start(self) -> SandboxInfo:
         try:
@@ -236,7 +246,9 @@ class AsyncSandbox:
         )
 
     async def upload(self, src: str | Path, dest: str) -> None:
-        await self._do(calls.upload(self.id, archive.pack(src), dest))
+        """Copy a local file or folder to `dest/<its name>` inside the sandbox (sent as a tar in pieces)."""
+        with archive.pack(src) as tar:
+            await self._do(calls.upload(self.id, archive.apieces(tar), dest))
 
     async def download(self, path: str, dest: str | Path) -> Path:
         return archive.unpack(await self._do(calls.download(self.id, path)), dest)

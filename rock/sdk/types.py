@@ -27,6 +27,7 @@ from rock.sdk.checks import (
     Text,
     image_reference,
     parse_memory,
+    sandbox_disk,
     sandbox_memory,
 )
 
@@ -67,6 +68,11 @@ class FailureReason(StrEnum):
     WORKER_LOST = "worker_lost"
     EXITED = "exited"
     """The container stopped on its own (its main process exited)."""
+    DISK_QUOTA = "disk_quota"
+    """The sandbox wrote more than its `disk` limit; the worker stopped it."""
+    SOCKET_TAMPERED = "socket_tampered"
+    """The sandbox removed or replaced its rocklet's socket (with a symlink, say): the worker no longer talks
+    to it."""
 
 
 class SandboxSpec(BaseModel):
@@ -83,6 +89,10 @@ class SandboxSpec(BaseModel):
     """CPU cap, from 0.01 (Docker's smallest quota)."""
     memory: str = Field("512m", max_length=64)
     """Memory cap, from 6m (Docker's smallest limit)."""
+    disk: str = Field("10g", max_length=64)
+    """What the sandbox may write to its own filesystem. A hard limit where the worker's Docker supports
+    overlay2 `size=` (xfs with pquota); elsewhere the worker measures and stops a sandbox over it within
+    seconds (reason `disk_quota`). The socket folder shared with the host is a small tmpfs of its own."""
     pids: int = Field(256, ge=16, le=4_194_304)
     ttl: float = Field(3600.0, gt=0, le=MAX_LIFETIME, allow_inf_nan=False)
     """Seconds after start when the admin stops the sandbox."""
@@ -127,6 +137,11 @@ class SandboxSpec(BaseModel):
     def _memory_is_a_limit(cls, value: str) -> str:
         return sandbox_memory(value)
 
+    @field_validator("disk")
+    @classmethod
+    def _disk_is_a_limit(cls, value: str) -> str:
+        return sandbox_disk(value)
+
     @field_validator("image")
     @classmethod
     def _image_is_a_reference(cls, value: str) -> str:
@@ -149,6 +164,10 @@ class SandboxSpec(BaseModel):
     @property
     def memory_bytes(self) -> int:
         return parse_memory(self.memory)
+
+    @property
+    def disk_bytes(self) -> int:
+        return parse_memory(self.disk)
 
     @property
     def is_root(self) -> bool:

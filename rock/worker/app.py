@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
 from rock.rocklet.errors import RemoteFileNotFound as RockletFileNotFound
 from rock.rocklet.errors import RockletError
@@ -131,9 +133,11 @@ def create_worker_app(
         return {"dest": dest}
 
     @app.get("/v1/sandboxes/{sandbox_id}/download")
-    async def download(sandbox_id: str, path: str) -> Response:
-        data = await call(sandbox_id, lambda c: c.download(path))
-        return Response(data, media_type="application/x-tar")
+    async def download(sandbox_id: str, path: str) -> StreamingResponse:
+        archive = await call(sandbox_id, lambda c: c.open_download(path))
+        return StreamingResponse(
+            archive.aiter_raw(), media_type="application/x-tar", background=BackgroundTask(archive.aclose)
+        )
 
     @app.post("/v1/sandboxes/{sandbox_id}/forward")
     async def forward(sandbox_id: str, body: ForwardRequest) -> Response:

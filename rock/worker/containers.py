@@ -5,8 +5,6 @@ Every container carries labels `rock.worker` and `rock.sandbox`, so a restarted 
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,10 +14,13 @@ import docker.errors
 
 from rock.sdk.types import SandboxSpec
 from rock.worker.contract import WorkerSandbox
+from rock.worker.socket_dir import SOCKET_MOUNT, release_host_dir
 
 LABEL_WORKER = "rock.worker"
 LABEL_SANDBOX = "rock.sandbox"
 LABEL_OWNER = "rock.owner"
+LABEL_DISK = "rock.disk"
+"""The sandbox's disk limit in bytes, for a restarted worker's disk watch."""
 LABEL_FLEET = "rock.fleet"
 """A fingerprint of the fleet's worker credential: workers of one fleet reap each other's leftovers, never
 another fleet's."""
@@ -55,16 +56,6 @@ def container_name(sandbox_id: str) -> str:
     return f"rock-{sandbox_id}"
 
 
-def make_host_dir(path: Path, user: str) -> None:
-    """The per-sandbox socket folder, writable by the sandbox's user (`uid:gid`)."""
-    path.mkdir(parents=True, exist_ok=True)
-    uid, _, gid = user.partition(":")
-    if os.geteuid() == 0:
-        os.chown(path, int(uid), int(gid or uid))
-    else:
-        path.chmod(0o777)
-
-
 def start_container(
     client: docker.DockerClient,
     *,
@@ -78,11 +69,14 @@ def start_container(
     host_dir: Path,
     command: list[str],
     env: dict[str, str],
+    disk_quota: bool,
 ) -> str:
     """Create and start the sandbox's container; returns its id. Never pulls: images are local.
 
     The CPU limit is set by `limit_cpus` once the rocklet answers: the interpreter's start then runs at full
     speed (under a 0.25-CPU quota it would take four times as long), and no user command runs before it.
+    `disk_quota`: Docker enforces `spec.disk` on the writable layer (overlay2 on xfs with pquota only);
+    elsewhere the worker's disk watch does.
     """
     uid, _, gid = spec.user.partition(":")
     # Root gets its own home from the image, as in `docker run`; any other user a fresh one on a tmpfs.
@@ -102,9 +96,10 @@ def start_container(
         pids_limit=spec.pids,
         binds={
             str(runtime_dir): {"bind": "/opt/rock", "mode": "ro"},
-            str(host_dir): {"bind": "/run/rock", "mode": "rw"},
+            str(host_dir): {"bind": SOCKET_MOUNT, "mode": "rw"},
         },
         tmpfs=tmpfs,
+        storage_opt={"size": str(spec.disk_bytes)} if disk_quota else None,
     )
     container_id: str = api.create_container(
         image,
@@ -112,9 +107,15 @@ def start_container(
         name=container_name(sandbox_id),
         detach=True,
         user=spec.user,
-        labels={LABEL_WORKER: worker_id, LABEL_SANDBOX: sandbox_id, LABEL_OWNER: owner, LABEL_FLEET: fleet},
+        labels={
+            LABEL_WORKER: worker_id,
+            LABEL_SANDBOX: sandbox_id,
+            LABEL_OWNER: owner,
+            LABEL_FLEET: fleet,
+            LABEL_DISK: str(spec.disk_bytes),
+        },
         environment={"HOME": home, **env, **spec.env},
-        volumes=["/opt/rock", "/run/rock"],
+        volumes=["/opt/rock", SOCKET_MOUNT],
         working_dir=home,
         host_config=host_config,
     )["Id"]
@@ -124,6 +125,14 @@ def start_container(
         api.remove_container(container_id, force=True)
         raise
     return container_id
+
+
+def kill_container(client: docker.DockerClient, sandbox_id: str) -> None:
+    try:
+        client.api.kill(container_name(sandbox_id))
+    except docker.errors.APIError as exc:
+        if exc.status_code not in (404, 409):  # gone, or not running any more
+            raise
 
 
 def restrict_egress(client: docker.DockerClient, sandbox_id: str, allowed: list[str]) -> None:
@@ -180,7 +189,7 @@ def remove_container(client: docker.DockerClient, sandbox_id: str, host_dir: Pat
         if exc.status_code != 409:  # 409: a removal of this container is already under way
             raise
         found = True
-    shutil.rmtree(host_dir, ignore_errors=True)
+    release_host_dir(host_dir)
     return found
 
 
@@ -273,14 +282,18 @@ def strays(client: docker.DockerClient, fleet: str, worker_id: str) -> dict[str,
     found = {}
     for c in client.api.containers(all=True, filters={"label": f"{LABEL_FLEET}={fleet}"}):
         if c["Labels"].get(LABEL_WORKER) != worker_id:
-            mounts = [m["Source"] for m in c.get("Mounts", []) if m.get("Destination") == "/run/rock"]
+            mounts = [m["Source"] for m in c.get("Mounts", []) if m.get("Destination") == SOCKET_MOUNT]
             found[c["Labels"][LABEL_SANDBOX]] = Path(mounts[0]) if mounts else Path("/nonexistent")
     return found
 
 
-def labelled(client: docker.DockerClient, worker_id: str) -> list[tuple[str, str, str]]:
-    """(sandbox id, container id, docker state) of every container this worker labelled, running or not."""
+def labelled(client: docker.DockerClient, worker_id: str) -> list[tuple[str, str, str, int | None]]:
+    """(sandbox id, container id, docker state, disk limit) of every container this worker labelled."""
     return [
-        (c["Labels"][LABEL_SANDBOX], c["Id"], c["State"])
+        (c["Labels"][LABEL_SANDBOX], c["Id"], c["State"], _int_or_none(c["Labels"].get(LABEL_DISK)))
         for c in client.api.containers(all=True, filters={"label": f"{LABEL_WORKER}={worker_id}"})
     ]
+
+
+def _int_or_none(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None

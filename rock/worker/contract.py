@@ -74,7 +74,7 @@ class WorkerSandbox(BaseModel):
     """One container as its worker sees it."""
 
     id: str
-    status: Literal["running", "exited", "oom_killed"]
+    status: Literal["running", "exited", "oom_killed", "disk_quota", "socket_tampered"]
     detail: str | None = None
 
 

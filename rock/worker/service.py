@@ -12,7 +12,6 @@ import functools
 import hashlib
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -26,7 +25,7 @@ import docker.errors
 import httpx
 
 from rock.rocklet.client import RockletClient
-from rock.rocklet.errors import RockletError, RockletUnavailable
+from rock.rocklet.errors import RockletError, RockletUnavailable, SocketTampered
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
 from rock.sdk.types import (
     FailureReason,
@@ -34,11 +33,13 @@ from rock.sdk.types import (
     WorkerCapacity,
     parse_memory,
 )
-from rock.worker import containers
+from rock.worker import containers, socket_dir
 from rock.worker.config import WorkerConfig
 from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
+from rock.worker.disk import DiskWatch
 from rock.worker.identity import claim_id
 from rock.worker.packages import PackageBridges
+from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
 
 log = logging.getLogger("rock.worker")
 LISTING_WAIT = 1.0
@@ -62,11 +63,17 @@ class WorkerService:
         self._oom: set[str] = set()
         self._oom_counters: dict[str, tuple[Path, str]] = {}
         self._removing: set[str] = set()
+        self._disk = DiskWatch(self._blocking)
+        self._closing = False
+        self._tampered: dict[str, str] = {}
+        """Sandbox id -> how it replaced its rocklet's socket."""
+        self._rocklet_key = b""
         self._listing: asyncio.Future[tuple[datetime, list[WorkerSandbox]]] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._docker: docker.DockerClient | None = None
         self._events: Any = None
         self._heartbeats: asyncio.Task[None] | None = None
+        self._disk_checks: asyncio.Task[None] | None = None
         self._http = httpx.AsyncClient(timeout=10.0)
         self.runtime_dir = config.state_dir
 
@@ -101,16 +108,20 @@ class WorkerService:
         self._docker = await self._blocking(containers.connect, 64)
         self.runtime_dir = await self._blocking(ensure_runtime)
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
+        self._rocklet_key = await self._blocking(socket_dir.rocklet_key, self.config.state_dir)
         await self.reconcile()
         threading.Thread(target=self._watch_oom, name="rock-oom-events", daemon=True).start()
         self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+        self._disk_checks = asyncio.get_running_loop().create_task(self._disk.run(self.docker))
 
     async def close(self) -> None:
         """Stop heartbeating; containers stay, to be adopted when a worker with this id starts again."""
-        if self._heartbeats is not None:
-            self._heartbeats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeats
+        self._closing = True
+        for task in (self._heartbeats, self._disk_checks):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._events is not None:
             self._events.close()
         for client in self._clients.values():
@@ -128,18 +139,18 @@ class WorkerService:
         """
         found = await self._blocking(containers.labelled, self.docker, self.config.id)
         await asyncio.gather(*(self._adopt(*entry) for entry in found))
-        known = {sandbox_id for sandbox_id, _, _ in found}
+        known = {entry[0] for entry in found}
         for leftover in self.config.run_dir.iterdir():
             if leftover.name not in known:
-                shutil.rmtree(leftover, ignore_errors=True)
+                await self._blocking(socket_dir.release_host_dir, leftover)
 
-    async def _adopt(self, sandbox_id: str, container_id: str, state: str) -> None:
+    async def _adopt(self, sandbox_id: str, container_id: str, state: str, disk: int | None) -> None:
         if state == "created":  # the worker died between creating and starting it
             await self._remove(sandbox_id)
             return
         if state != "running":
             return
-        client = RockletClient(self.config.run_dir / sandbox_id / "rocklet.sock")
+        client = self._rocklet_client(sandbox_id)
         try:
             await client.wait_ready(timeout=5.0)
         except RockletError as exc:
@@ -150,6 +161,14 @@ class WorkerService:
         log.info("adopted sandbox %s", sandbox_id)
         self._clients[sandbox_id] = client
         self._watch_memory(sandbox_id, container_id)
+        if disk is not None:
+            await self._disk.follow(self.docker, sandbox_id, disk)
+
+    def _rocklet_client(self, sandbox_id: str) -> RockletClient:
+        return RockletClient(
+            self.config.run_dir / sandbox_id / "rocklet.sock",
+            token=socket_dir.rocklet_token(self._rocklet_key, sandbox_id),
+        )
 
     # sandboxes --------------------------------------------------------------------------------------
     async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
@@ -166,22 +185,32 @@ class WorkerService:
         host_dir = self.config.run_dir / sandbox_id
         try:
             image = await self._image(spec)
-            await self._blocking(containers.make_host_dir, host_dir, spec.user)
+            token = socket_dir.rocklet_token(self._rocklet_key, sandbox_id)
             try:
-                container_id = await self._blocking(
-                    containers.start_container,
-                    self.docker,
-                    sandbox_id=sandbox_id,
-                    worker_id=self.config.id,
-                    fleet=self.fleet,
-                    owner=owner,
-                    image=image,
-                    spec=spec,
-                    runtime_dir=self.runtime_dir,
-                    host_dir=host_dir,
-                    command=rocklet_container_command(),
-                    env=rocklet_container_env() | self._package_env(spec),
-                )
+                await self._blocking(socket_dir.make_host_dir, host_dir, spec.user)
+                await self._blocking(socket_dir.write_token, host_dir, token, spec.user)
+            except OSError as exc:
+                await self._blocking(socket_dir.release_host_dir, host_dir)
+                raise SandboxFailed(
+                    f"the worker could not prepare the sandbox's socket folder: {exc}",
+                    FailureReason.START_ERROR,
+                ) from exc
+            start = functools.partial(
+                containers.start_container,
+                self.docker,
+                sandbox_id=sandbox_id,
+                worker_id=self.config.id,
+                fleet=self.fleet,
+                owner=owner,
+                image=image,
+                spec=spec,
+                runtime_dir=self.runtime_dir,
+                host_dir=host_dir,
+                command=rocklet_container_command(token_file=f"{SOCKET_MOUNT}/{TOKEN_FILE}"),
+                env=rocklet_container_env() | self._package_env(spec),
+            )
+            try:
+                container_id = await self._disk.start(lambda **limit: self._blocking(start, **limit))
             except docker.errors.APIError as exc:
                 await self._remove(sandbox_id)
                 raise SandboxFailed(
@@ -193,7 +222,7 @@ class WorkerService:
                 except containers.EgressError as exc:
                     await self._remove(sandbox_id)
                     raise SandboxFailed(str(exc), FailureReason.START_ERROR) from exc
-            client = RockletClient(host_dir / "rocklet.sock")
+            client = self._rocklet_client(sandbox_id)
             try:
                 await self._start_rocklet(client, sandbox_id, spec)
                 if spec.network == "packages":
@@ -205,6 +234,8 @@ class WorkerService:
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)
+            # Off the create's path: finding the upper layer is one more Docker call.
+            self._in_background(self._follow_disk(sandbox_id, spec.disk_bytes))
             return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
@@ -296,6 +327,8 @@ class WorkerService:
         self._specs.pop(sandbox_id, None)
         self._oom.discard(sandbox_id)
         self._oom_counters.pop(sandbox_id, None)
+        self._disk.forget(sandbox_id)
+        self._tampered.pop(sandbox_id, None)
         self._removing.add(sandbox_id)
         try:
             await self._packages.detach(sandbox_id)
@@ -315,6 +348,8 @@ class WorkerService:
 
     async def _diagnose(self, sandbox_id: str, spec: SandboxSpec | None) -> SandboxFailed | None:
         """Why a sandbox stopped answering: OOM-killed or exited (with its log), or None if it still runs."""
+        if sandbox_id in self._disk.exceeded:
+            return SandboxFailed(self._disk.exceeded[sandbox_id], FailureReason.DISK_QUOTA)
         state = await self._blocking(containers.inspect_state, self.docker, sandbox_id)
         if state is None:
             return SandboxFailed(f"the container of sandbox {sandbox_id} is gone", FailureReason.WORKER_LOST)
@@ -333,6 +368,10 @@ class WorkerService:
         client = self.client(sandbox_id)
         try:
             result = await op(client)
+        except SocketTampered as exc:
+            log.warning("sandbox %s replaced its rocklet's socket: %s", sandbox_id, exc)
+            self._tampered[sandbox_id] = str(exc)
+            raise SandboxFailed(str(exc), FailureReason.SOCKET_TAMPERED) from exc
         except RockletUnavailable as exc:
             failure = await self._diagnose(sandbox_id, self._specs.get(sandbox_id))
             if failure is not None:
@@ -346,18 +385,23 @@ class WorkerService:
 
     # heartbeats -------------------------------------------------------------------------------------
     def _watch_oom(self) -> None:
-        """Docker's `oom` events, so an OOM-kill inside a still-running container is noticed too."""
-        try:
-            self._events = self.docker.events(
-                decode=True, filters={"event": "oom", "label": f"{containers.LABEL_WORKER}={self.config.id}"}
-            )
-            for event in self._events:
-                sandbox_id = event.get("Actor", {}).get("Attributes", {}).get(containers.LABEL_SANDBOX)
-                if sandbox_id:
-                    log.warning("sandbox %s was OOM-killed", sandbox_id)
-                    self._oom.add(sandbox_id)
-        except Exception as exc:  # the stream ends when the worker closes it
-            log.debug("oom event stream ended: %r", exc)
+        """Docker's `oom` events, so an OOM-kill inside a still-running container is noticed too. The stream
+        ends when the worker closes it, or when dockerd restarts: then it is opened again."""
+        while not self._closing:
+            try:
+                self._events = self.docker.events(
+                    decode=True,
+                    filters={"event": "oom", "label": f"{containers.LABEL_WORKER}={self.config.id}"},
+                )
+                for event in self._events:
+                    sandbox_id = event.get("Actor", {}).get("Attributes", {}).get(containers.LABEL_SANDBOX)
+                    if sandbox_id:
+                        log.warning("sandbox %s was OOM-killed", sandbox_id)
+                        self._oom.add(sandbox_id)
+            except Exception as exc:  # closed by the worker, or dockerd went away
+                log.debug("oom event stream ended: %r", exc)
+            if not self._closing:
+                time.sleep(1.0)
 
     @property
     def sandbox_count(self) -> int:
@@ -386,7 +430,25 @@ class WorkerService:
         found = await asyncio.get_running_loop().run_in_executor(
             self._heartbeat_pool, containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
         )
-        return listed_at, [s for s in found if s.id not in self._removing]
+        # A container that stopped took its socket with it; only a running one can have replaced it.
+        running = {
+            s.id: self._clients[s.id].socket_path
+            for s in found
+            if s.status == "running" and s.id in self._clients
+        }
+        for sandbox_id, problem in socket_dir.replaced_sockets(running).items():
+            if sandbox_id not in self._tampered:
+                log.warning("sandbox %s: %s", sandbox_id, problem)
+                self._tampered[sandbox_id] = problem
+        return listed_at, [self._judged(s) for s in found if s.id not in self._removing]
+
+    def _judged(self, sandbox: WorkerSandbox) -> WorkerSandbox:
+        """The container's status, or why the worker gave up on it (over its disk, socket replaced)."""
+        if sandbox.id in self._disk.exceeded:
+            return WorkerSandbox(id=sandbox.id, status="disk_quota", detail=self._disk.exceeded[sandbox.id])
+        if sandbox.id in self._tampered:
+            return WorkerSandbox(id=sandbox.id, status="socket_tampered", detail=self._tampered[sandbox.id])
+        return sandbox
 
     async def heartbeat(self) -> HeartbeatReply:
         """Tell the admin this worker lives, with its containers when listing them was quick.
@@ -428,6 +490,11 @@ class WorkerService:
                 log.info("removing sandbox %s: the admin no longer wants it", sandbox_id)
                 self._in_background(self._remove(sandbox_id))
         return reply
+
+    async def _follow_disk(self, sandbox_id: str, limit: int) -> None:
+        await self._disk.follow(self.docker, sandbox_id, limit)
+        if sandbox_id not in self._clients:  # removed while its upper layer was being looked up
+            self._disk.forget(sandbox_id)
 
     def _in_background(self, coro: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 def build_engine(model: str, config: EngineConfig, base_gpu_id: int) -> InferenceEngine:
     """The inference engine `engines.engine.type` names; sglang is imported only when asked for."""
+    if config.type == "scripted":
+        from roll.rollout.terminal.scripted import OracleFollower
+
+        return OracleFollower.for_model(model, config)
     if config.type == "sglang":
         from roll.engine.sglang import SGLangEngine
         from roll.models import resolve_model_path
@@ -176,6 +180,13 @@ class EngineActor:
             self._in_flight.discard(request.request_id)
             if not self._in_flight:
                 self._drained.set()
+
+    async def abort(self, request_id: str) -> None:
+        """A client hung up: end its request now (its result says finish_reason "abort")."""
+        await self.engine.abort(request_id)
+
+    def max_context(self) -> int:
+        return self.engine.max_context
 
     async def update_weights(
         self, weights: dict[str, torch.Tensor] | str, version: int, mode: Literal["finish", "abort"]

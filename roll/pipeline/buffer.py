@@ -13,6 +13,11 @@ Dynamic sampling (`drop_uniform_groups: N`): a finished group whose episodes all
 reward.source picks it) has a zero group-baseline advantage, so it would cost a train step's compute and teach
 nothing. Up to N such groups per step (a budget that grows by N with every step) are dropped and replaced by
 new groups; past the budget they are kept, so a policy that wins (or loses) everything still trains.
+
+Imitation fallback (terminal envs with initialized resampling): a failed episode may hand in, besides its
+trajectory, a trajectory of expert chunks for its group. When a group resolves with no successful episode,
+the first such fallback joins it, so the batch holds a positive sample (trained by imitation) for every
+group the policy could not solve; a group with a success drops them.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class _Group:
     members: int
     resolved: int = 0
     trajectories: list[Trajectory] = field(default_factory=list)
+    fallback: Trajectory | None = None
 
 
 @dataclass
@@ -51,6 +57,7 @@ class BufferCounters:
     resampled_lost: int = 0
     groups_lost: int = 0
     dropped_uniform: int = 0
+    imitation_groups: int = 0
 
 
 class SampleBuffer:
@@ -131,11 +138,17 @@ class SampleBuffer:
         self._groups[group_id] = _Group(seed=seed, members=self.group_size)
         self._todo.extend((EpisodeTask(group_id, seed, member), 0) for member in range(self.group_size))
 
-    async def put(self, worker_id: str, task: EpisodeTask, trajectory: Trajectory) -> None:
+    async def put(
+        self, worker_id: str, task: EpisodeTask, trajectory: Trajectory, fallback: Trajectory | None = None
+    ) -> None:
+        """A played episode; `fallback`: the imitation trajectory its group trains if none of it succeeds."""
         async with self._changed:
             if not self._release(worker_id, task):
                 return
             self.counters.episodes_done += 1
+            group = self._groups[task.group_id]
+            if group.fallback is None:
+                group.fallback = fallback
             if self._is_stale(trajectory, self.step):
                 self.counters.dropped_stale += 1
                 self._resolve(task, None)
@@ -181,6 +194,10 @@ class SampleBuffer:
         if trajectory is not None:
             group.trajectories.append(trajectory)
         if group.resolved == group.members:
+            succeeded = any(t.metadata.get("success") for t in group.trajectories)
+            if group.trajectories and not succeeded and group.fallback is not None:
+                group.trajectories.append(group.fallback)
+                self.counters.imitation_groups += 1
             self._lost_in_a_row = 0 if group.trajectories else self._lost_in_a_row + 1
             if not group.trajectories:
                 del self._groups[task.group_id]

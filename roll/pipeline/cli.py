@@ -27,11 +27,13 @@ def train(
         raise typer.Exit(2) from error
     from roll.pipeline.controller import WarmStartError
     from roll.pipeline.controller import train as run_training
+    from roll.pipeline.tracking import ResumeError
     from roll.rollout.gem_env import EnvUnavailableError
+    from roll.rollout.terminal.tasks import TerminalTasksError
 
     try:
         run_training(parsed, console)
-    except (WarmStartError, EnvUnavailableError) as error:
+    except (WarmStartError, EnvUnavailableError, ResumeError, TerminalTasksError) as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(1) from error
 

@@ -7,6 +7,7 @@ places them on their own devices. The driver holds the handles and is the contro
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from roll.pipeline.tracking import RunLog
 from roll.pipeline.trainer_group import TrainerGroup
 from roll.pipeline.weight_sync import make_weight_sync
 from roll.rollout.episode import EpisodeTask
+from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.terminal.run import TerminalRun
 from roll.rollout.worker import RolloutWorker
 from roll.types import Trajectory
 
@@ -70,7 +73,15 @@ class EngineGroup:
 
 
 class Cluster:
-    def __init__(self, config: TrainConfig, policy_model: str, step: int, next_group: int) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        policy_model: str,
+        step: int,
+        next_group: int,
+        start_points: dict[str, Any] | None = None,
+    ) -> None:
+        """`start_points`: a resumed terminal run's scheduler state at its checkpoint (None: a fresh run)."""
         check_resources(config)
         self.config = config
         res = config.resources
@@ -111,6 +122,9 @@ class Cluster:
         from roll.models import resolve_model_path
 
         self._tokenizer_path = str(resolve_model_path(config.trainer.model))
+        self.terminal = (
+            TerminalRun(config, start_points) if isinstance(config.env, TerminalEnvConfig) else None
+        )
         self.workers: dict[str, Any] = {}
         self._runs: dict[ray.ObjectRef, str] = {}
         self._worker_count = 0
@@ -133,6 +147,7 @@ class Cluster:
                 rollout.episodes_in_flight,
                 self.engines.handles,
                 self.buffer,
+                self.terminal.services if self.terminal else None,
             )
         )
         self.workers[worker_id] = handle
@@ -151,6 +166,8 @@ class Cluster:
                     ) from error
             lost = ray.get(self.buffer.worker_lost.remote(worker_id))
             log.warning("rollout worker %s died; %d episodes in flight are sampled again", worker_id, lost)
+            if self.terminal is not None:
+                self.terminal.worker_lost(worker_id)
             self.workers_lost += 1
             del self.workers[worker_id]
             self._start_worker()
@@ -188,9 +205,10 @@ class Cluster:
     def save(self, log: RunLog, step: int) -> None:
         folder = log.checkpoint_dir(step)
         self.trainer.save(str(folder))
-        log.mark_checkpoint(
-            step, {"step": step, "next_group": self.next_group()}, self.config.keep_checkpoints
-        )
+        state: dict[str, Any] = {"step": step, "next_group": self.next_group()}
+        if self.terminal is not None:
+            state["start_points"] = self.terminal.state()
+        log.mark_checkpoint(step, state, self.config.keep_checkpoints)
 
     def export_model(self, folder: Path) -> None:
         """The trained policy as a Hugging Face folder (`roll serve --model FOLDER` serves it)."""
@@ -231,6 +249,8 @@ class Cluster:
         for handle in [*self.workers.values(), *self.engines.handles, self.buffer]:
             ray.kill(handle)
         self.trainer.kill()
+        if self.terminal is not None:
+            self.terminal.close()
 
 
 def check_resources(config: TrainConfig) -> None:
@@ -264,15 +284,28 @@ def base_gpu_id(config: TrainConfig, index: int) -> int:
 
 
 def init_ray(config: TrainConfig) -> None:
+    """Join `ray.address`, or start this run's own local Ray (never one a killed driver left behind)."""
     if ray.is_initialized():
         return
-    if config.ray.address not in (None, "auto"):
-        present_local_token()
+    address = config.ray.address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        if address != "auto":
+            present_local_token()
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        return
+    from roll.pipeline.ray_session import new_temp_dir, stop_previous
+
+    stopped = stop_previous(config.run_dir)
+    if stopped:
+        log.warning(
+            "stopped %d Ray processes a killed driver of %s had left running", stopped, config.run_dir
+        )
     ray.init(
-        address=config.ray.address,
-        num_cpus=config.ray.num_cpus if config.ray.address is None else None,
+        address="local",
+        num_cpus=config.ray.num_cpus,
         include_dashboard=False,
         log_to_driver=False,
+        _temp_dir=new_temp_dir(config.run_dir),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
@@ -12,18 +12,42 @@ from roll.config import StrictConfig, type_or_torch
 from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
+from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
 from roll.trainer.config import TorchBackendConfig
 from roll.trainer.select import TrainerConfig
 
 EngineConfig = Annotated[
-    Annotated[TorchEngineConfig, Tag("torch")] | Annotated[SGLangEngineConfig, Tag("sglang")],
+    Annotated[TorchEngineConfig, Tag("torch")]
+    | Annotated[SGLangEngineConfig, Tag("sglang")]
+    | Annotated[ScriptedEngineConfig, Tag("scripted")],
     Discriminator(
         type_or_torch,
         custom_error_type="unknown_engine",
-        custom_error_message="engines.engine.type must be 'torch' or 'sglang'",
+        custom_error_message="engines.engine.type must be 'torch', 'sglang' or 'scripted'",
     ),
 ]
-"""engines.engine.type: torch (the embedded engine) or sglang (needs CUDA and the gpu extra)."""
+"""engines.engine.type: torch (the embedded engine), sglang (needs CUDA and the gpu extra) or scripted (a
+test double of the model's choices on terminal tasks, for CI and benchmarks)."""
+
+
+def _env_type(value: Any) -> str:
+    """The env kind a section asks for; a section without `type` is a GEM env."""
+    if isinstance(value, dict):
+        return str(value.get("type", "gem"))
+    return str(getattr(value, "type", "gem"))
+
+
+EnvConfig = Annotated[
+    Annotated[GEMEnvConfig, Tag("gem")] | Annotated[TerminalEnvConfig, Tag("terminal")],
+    Discriminator(
+        _env_type,
+        custom_error_type="unknown_env",
+        custom_error_message="env.type must be 'gem' (GEM text envs) or 'terminal' (terminal tasks in ROCK "
+        "sandboxes, driven by iflow)",
+    ),
+]
+"""env.type: gem (a GEM env id, played in the rollout worker) or terminal (agent-native terminal tasks)."""
 
 
 class RolloutConfig(StrictConfig):
@@ -110,7 +134,12 @@ class EvalConfig(StrictConfig):
     """Evaluation on fixed env seeds, apart from training episodes (seeds from train_seed_offset on)."""
 
     every: int = Field(0, ge=0, description="Evaluate every N steps (0: only before and after training).")
-    episodes: int = Field(16, ge=0, description="Seeds seed_offset .. seed_offset + episodes - 1.")
+    episodes: int = Field(
+        16,
+        ge=0,
+        description="GEM: seeds seed_offset .. seed_offset + episodes - 1. Terminal: episodes at every start "
+        "point k of every task (k oracle expert steps prefilled).",
+    )
     seed_offset: int = 0
     sampling: SamplingConfig = Field(default_factory=lambda: SamplingConfig(temperature=0.0))
 
@@ -124,7 +153,9 @@ class WarmStartConfig(StrictConfig):
 
 
 class RayConfig(StrictConfig):
-    address: str | None = Field(None, description="An existing Ray cluster; None starts a local one.")
+    address: str | None = Field(
+        None, description="An existing Ray cluster (or RAY_ADDRESS); None starts a new local one for the run."
+    )
     num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray (None: all).")
 
 
@@ -145,7 +176,7 @@ class TrainConfig(StrictConfig):
     resume: bool = Field(False, description="Continue from the last checkpoint in the output dir.")
     trainer: TrainerConfig = Field(default_factory=TorchBackendConfig)
     loss: LossConfig = Field(default_factory=IPALossConfig)
-    env: GEMEnvConfig = Field(default_factory=GEMEnvConfig)
+    env: EnvConfig = Field(default_factory=GEMEnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     engines: EnginesConfig = Field(default_factory=EnginesConfig)
     multiplex: MultiplexConfig = Field(default_factory=MultiplexConfig)

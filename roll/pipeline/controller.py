@@ -25,6 +25,8 @@ from roll.pipeline.tracking import RunLog, episode_metrics
 from roll.progress import StepProgress, print_plain
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import check_env
+from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.terminal.evaluation import eval_fields, eval_tasks
 
 if TYPE_CHECKING:
     from roll.sft.config import SFTConfig
@@ -35,15 +37,26 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
     console = console or Console(stderr=True)
     started = time.perf_counter()
     run_dir = config.run_dir
-    previous = RunLog.find_checkpoint(run_dir) if config.resume else None
+    previous = RunLog.resume_point(run_dir) if config.resume else None
+    if config.resume and previous is None:
+        console.print(f"resume=true: {run_dir} has no checkpoint and no logs yet; the run starts at step 0")
     log = RunLog(run_dir, resume_step=previous[1]["step"] if previous else None)
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
-    check_env(config.env, config.train_seed_offset)
+    check_env_config(config)
     policy = warm_start(config, console) if config.warm_start else config.trainer.model
     init_ray(config)
     start = previous[1]["step"] if previous else 0
-    cluster = Cluster(config, policy, step=start, next_group=previous[1]["next_group"] if previous else 0)
+    cluster = Cluster(
+        config,
+        policy,
+        step=start,
+        next_group=previous[1]["next_group"] if previous else 0,
+        start_points=previous[1].get("start_points", {}) if previous else None,
+    )
     try:
+        if cluster.terminal is not None:
+            for line in cluster.terminal.describe():
+                console.print(line, markup=False)
         if previous:
             cluster.load(previous[0])
             console.print(f"Resumed from {previous[0]} at step {start}")
@@ -99,8 +112,20 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
         "engines_slept": len(slept),
         **{f"buffer/{k}": v for k, v in cluster.buffer_stats().items()},
         "workers_lost": cluster.workers_lost,
+        **(cluster.terminal.metrics() if cluster.terminal is not None else {}),
         **{f"train/{k}": v for k, v in train_metrics.items()},
     }
+
+
+def check_env_config(config: TrainConfig) -> None:
+    """Stop before any actor starts when the env cannot run here: a GEM env that does not make and reset, or
+    terminal tasks that do not load or whose images do not build (built here once for every worker)."""
+    if isinstance(config.env, TerminalEnvConfig):
+        from roll.rollout.terminal.tasks import prepare_terminal_env
+
+        prepare_terminal_env(config.env)
+    else:
+        check_env(config.env, config.train_seed_offset)
 
 
 def should_shrink(cluster: Cluster, config: TrainConfig) -> bool:
@@ -123,20 +148,31 @@ def evaluate(
     """Fixed seeds, sampled as eval.sampling says; the same seeds (and sampling seeds) at every evaluation,
     so two evaluations compare pairwise (the summary's sign test). `model` names the weights the engines
     hold when they are not the run's own. Logged to eval.jsonl and shown as one line."""
-    seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)
-    if not seeds:
+    env = config.env
+    if cluster.terminal is not None:
+        tasks = eval_tasks(cluster.terminal.oracle_lengths, config.eval.episodes)
+    else:
+        seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)
+        tasks = [EpisodeTask(f"eval{seed}", seed) for seed in seeds]
+    if not tasks:
         return
     started = time.perf_counter()
-    results = cluster.evaluate([EpisodeTask(f"eval{seed}", seed) for seed in seeds], config.eval.sampling)
+    results = cluster.evaluate(tasks, config.eval.sampling)
     played = [t for t in results if t is not None]
+    if isinstance(env, TerminalEnvConfig):
+        outcomes = eval_fields(played, config.eval.episodes, env.resampling.crucial_fork_gap)
+    else:
+        outcomes = {
+            "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
+            "seed_rewards": {str(t.metadata["seed"]): t.reward for t in played},
+        }
     record = {
         "step": step,
         "label": label,
         **({"model": model} if model else {}),
         **episode_metrics(played),
         "failed": len(results) - len(played),
-        "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
-        "seed_rewards": {str(t.metadata["seed"]): t.reward for t in played},
+        **outcomes,
         "time_s": time.perf_counter() - started,
     }
     log.log_eval(record)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from roll.pipeline.config import TrainConfig
+from roll.rollout.terminal.config import TerminalEnvConfig
 
 
 def step_line(record: dict[str, Any]) -> str:
@@ -44,10 +45,17 @@ def print_summary(
     """The eval table (base, after SFT, after RL, ...) with the eval settings, and the run's wall time."""
     ev = config.eval
     sampling = "greedy" if ev.sampling.temperature == 0 else f"temperature {ev.sampling.temperature:g}"
-    seeds = f"env seeds {ev.seed_offset}..{ev.seed_offset + ev.episodes - 1}"
+    if isinstance(config.env, TerminalEnvConfig):
+        what = (
+            f"terminal tasks {', '.join(config.env.task_ids)}, {ev.episodes} episode(s) at every start point "
+            "k (k oracle steps prefilled)"
+        )
+    else:
+        seeds = f"env seeds {ev.seed_offset}..{ev.seed_offset + ev.episodes - 1}"
+        what = f"{config.env.env_id}, {seeds} (fixed, apart from training seeds)"
     table = Table(
-        title=f"Eval success on {config.env.env_id}, {seeds} (fixed, apart from training seeds), {sampling}, "
-        f"<= {ev.sampling.max_new_tokens} tokens per turn ({config.run_dir})"
+        title=f"Eval success on {what}, {sampling}, <= {ev.sampling.max_new_tokens} tokens per turn "
+        f"({config.run_dir})"
     )
     for column in ("when", "step", "episodes", "success", "reward", "format errors", "turns"):
         table.add_column(column, justify="left" if column == "when" else "right")
@@ -63,6 +71,11 @@ def print_summary(
             f"{row['turns']:.1f}",
         )
     console.print(table)
+    if isinstance(config.env, TerminalEnvConfig):
+        from roll.rollout.terminal.report import start_point_table
+
+        title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"
+        console.print(start_point_table(played, title))
     if played:
         path = " → ".join(f"{row['label']} {row['success']:.0%}" for row in played)
         console.print(f"Eval success: {path}")

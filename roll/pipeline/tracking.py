@@ -12,12 +12,21 @@ from roll.types import Trajectory
 
 LATEST = "latest"
 PIPELINE_STATE = "pipeline.json"
+LOGS = ("metrics.jsonl", "eval.jsonl")
+
+
+class ResumeError(RuntimeError):
+    """resume=true found nothing to resume from but a log it would lose; nothing was touched."""
 
 
 def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> dict[str, float]:
-    """Means over episodes (reward is the env's, before any normalisation); staleness when `step` is given."""
-    if not trajectories:
+    """Means over episodes (reward is the env's, before any normalisation; imitation trajectories are
+    counted apart, as they are no episodes); staleness over every trained chunk when `step` is given."""
+    episodes = [t for t in trajectories if not t.metadata.get("imitation")]
+    if not episodes:
         return {"episodes": 0}
+    imitation = len(trajectories) - len(episodes)
+    all_trajectories, trajectories = trajectories, episodes
     meta = [t.metadata for t in trajectories]
     turns = sum(m["turns"] for m in meta)
     out: dict[str, float] = {
@@ -33,8 +42,13 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         "episode_gen_s": statistics.fmean(m["gen_s"] for m in meta),
         "episode_env_s": statistics.fmean(m["env_s"] for m in meta),
     }
+    for key in ("sandbox_s", "agent_s", "verifier_s"):  # where a terminal episode's time went
+        if all(key in m for m in meta):
+            out[f"episode_{key}"] = statistics.fmean(m[key] for m in meta)
+    if imitation:
+        out["imitation_trajectories"] = imitation
     if step is not None:
-        lags = [step - c.weight_version for t in trajectories for c in t.chunks]
+        lags = [step - c.weight_version for t in all_trajectories for c in t.chunks]
         out["staleness_mean"] = statistics.fmean(lags)
         out["staleness_max"] = max(lags)
     return out
@@ -47,7 +61,7 @@ class RunLog:
         self.dir = run_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.checkpoints = run_dir / "checkpoints"
-        for name in ("metrics.jsonl", "eval.jsonl"):
+        for name in LOGS:
             self._keep_until(run_dir / name, resume_step)
         from torch.utils.tensorboard import SummaryWriter
 
@@ -94,6 +108,22 @@ class RunLog:
         later = [folder for folder in self.checkpoints.glob("step_*") if folder.name > current.name]
         for old in [*earlier[: max(len(earlier) - (keep - 1), 0)], *later]:
             shutil.rmtree(old)
+
+    @staticmethod
+    def resume_point(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+        """What resume=true continues from: the latest checkpoint, or None for a run that has logged
+        nothing yet. A run that logged steps but was stopped before its first checkpoint is refused, since
+        starting over would rewrite its metrics.jsonl and eval.jsonl."""
+        found = RunLog.find_checkpoint(run_dir)
+        logged = [name for name in LOGS if (run_dir / name).is_file() and (run_dir / name).stat().st_size]
+        if found is None and logged:
+            raise ResumeError(
+                f"resume=true, but {run_dir} has no complete checkpoint yet (the run stopped before its "
+                f"first save; see save_every), only {' and '.join(logged)}, which starting over would "
+                "rewrite. Nothing was changed. Run without resume=true to start over in this folder, or give "
+                "the new run another name= (or output_dir=) to keep these logs."
+            )
+        return found
 
     @staticmethod
     def find_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]] | None:

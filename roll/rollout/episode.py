@@ -12,11 +12,15 @@ Generate = Callable[[list[int], SamplingParams], Awaitable[GenerateResult]]
 
 @dataclass(frozen=True)
 class EpisodeTask:
-    """One episode: member `index` of the group that plays env seed `seed`."""
+    """One episode: member `index` of the group that plays env seed `seed`.
+
+    Terminal envs: the seed picks the task; `start` is the number of expert steps prefilled (evaluation
+    fixes it; None: the start-point scheduler picks it for the group)."""
 
     group_id: str
     seed: int
     index: int = 0
+    start: int | None = None
 
     def sampling_seed(self, turn: int) -> int:
         """The engine seed of one LLM call: distinct per group member and turn, same on a replay."""

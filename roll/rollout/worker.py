@@ -1,29 +1,39 @@
 """A rollout worker: plays many episodes at once, each on its own, and hands them to the sample buffer.
 
 Runs as an async Ray actor. `run()` keeps `episodes_in_flight` episodes going: each takes a task from the
-buffer, alternates generate (on an engine actor) and env step (in a thread), and returns its trajectory,
-so generation, env interaction and reward are pipelined per episode with no batch barrier. An episode that
-fails for infrastructure reasons goes back to the buffer to be sampled again.
+buffer, plays it with the env manager (GEM: generate on an engine actor and env step in a thread, turn by
+turn; terminal: an iflow agent in a ROCK sandbox whose model calls go through a proxy to the engine), and
+returns its trajectory, so generation, env interaction and reward are pipelined per episode with no batch
+barrier. An episode that fails for infrastructure reasons goes back to the buffer to be sampled again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from roll.engine.types import GenerateRequest, GenerateResult, SamplingParams
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
-from roll.rollout.episode import EpisodeError, EpisodeTask, Generate
-from roll.rollout.gem_env import GEMEnvManager
+from roll.rollout.engine_front import EngineFront
+from roll.rollout.episode import EpisodeTask
 from roll.rollout.routing import EngineRouter
+from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.types import Trajectory
 
 log = logging.getLogger(__name__)
 
-MAX_REGENERATIONS = 8
+
+@dataclass(frozen=True)
+class TerminalServices:
+    """What terminal episodes share across workers: the fleet, the start-point scheduler, the sandbox
+    ledger (Ray actor handles), and the name the model is served under."""
+
+    admin_url: str
+    start_points: Any
+    ledger: Any
+    model_id: str
 
 
 class RolloutWorker:
@@ -31,22 +41,44 @@ class RolloutWorker:
         self,
         worker_id: str,
         model_path: str,
-        env: GEMEnvConfig,
+        env: GEMEnvConfig | TerminalEnvConfig,
         sampling: SamplingConfig,
         episodes_in_flight: int,
         engines: list[Any],
         buffer: Any,
+        terminal: TerminalServices | None = None,
     ) -> None:
-        import gem  # noqa: F401  (imported once here, not inside the first episode)
         from transformers import AutoTokenizer
 
         self.worker_id = worker_id
-        self.manager = GEMEnvManager(env, AutoTokenizer.from_pretrained(model_path))
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.fronts = [EngineFront(engine, f"{worker_id}-e{index}") for index, engine in enumerate(engines)]
+        self.gem = None
+        self.terminal = None
+        if isinstance(env, TerminalEnvConfig):
+            from roll.rollout.terminal.manager import TerminalEnvManager
+
+            if terminal is None:
+                raise ValueError("a terminal env needs its TerminalServices (fleet, scheduler, ledger)")
+            self.terminal = TerminalEnvManager(
+                env,
+                tokenizer,
+                terminal.model_id,
+                self.fronts,
+                terminal.admin_url,
+                terminal.start_points,
+                terminal.ledger,
+                worker_id,
+            )
+        else:
+            import gem  # noqa: F401  (imported once here, not inside the first episode)
+
+            from roll.rollout.gem_env import GEMEnvManager
+
+            self.gem = GEMEnvManager(env, tokenizer)
         self.sampling = sampling
         self.episodes_in_flight = episodes_in_flight
-        self.engines = engines
         self.router = EngineRouter(len(engines))
-        self._request_ids = itertools.count()
         self.buffer = buffer
         self._executor: ThreadPoolExecutor | None = None
 
@@ -60,32 +92,23 @@ class RolloutWorker:
         """New episodes go only to these engines (the others are asleep or about to be)."""
         self.router.set_active(indices)
 
-    def _generator(self, engine_index: int) -> Generate:
-        engine = self.engines[engine_index]
-
-        async def generate(prompt_ids: list[int], params: SamplingParams) -> GenerateResult:
-            for _ in range(MAX_REGENERATIONS):
-                request = GenerateRequest(
-                    request_id=f"{self.worker_id}-{next(self._request_ids)}",
-                    prompt_token_ids=prompt_ids,
-                    params=params,
-                )
-                result: GenerateResult = await engine.generate.remote(request)
-                if result.completions[0].finish_reason != "abort":
-                    return result
-            raise EpisodeError(f"a request was aborted {MAX_REGENERATIONS} times in a row by weight updates")
-
-        return generate
-
-    async def _play(self, task: EpisodeTask, sampling: SamplingConfig) -> Trajectory:
-        """One episode, every call of it on one engine (sticky routing; see roll.rollout.routing)."""
+    async def _play(
+        self, task: EpisodeTask, sampling: SamplingConfig
+    ) -> tuple[Trajectory, Trajectory | None]:
+        """One episode, every call of it on one engine (sticky routing; see roll.rollout.routing), and the
+        imitation fallback a failed terminal training episode brings for its group (else None)."""
         engine_index = self.router.acquire()
         try:
-            trajectory = await self.manager.run_episode(task, self._generator(engine_index), sampling)
+            if self.terminal is not None:
+                trajectory, fallback = await self.terminal.run_episode(task, engine_index, sampling)
+            else:
+                assert self.gem is not None
+                generate = self.fronts[engine_index].generate_ids
+                trajectory, fallback = await self.gem.run_episode(task, generate, sampling), None
         finally:
             self.router.release(engine_index)
         trajectory.metadata["engine"] = engine_index
-        return trajectory
+        return trajectory, fallback
 
     async def run(self) -> int:
         """Play episodes from the buffer until it stops; returns how many were handed in."""
@@ -97,12 +120,12 @@ class RolloutWorker:
         played = 0
         while (task := await self.buffer.next_task.remote(self.worker_id)) is not None:
             try:
-                trajectory = await self._play(task, self.sampling)
+                trajectory, fallback = await self._play(task, self.sampling)
             except Exception:
                 log.exception("episode %s failed; the buffer will sample it again", task)
                 await self.buffer.fail.remote(self.worker_id, task)
                 continue
-            await self.buffer.put.remote(self.worker_id, task, trajectory)
+            await self.buffer.put.remote(self.worker_id, task, trajectory, fallback)
             played += 1
         return played
 
@@ -112,7 +135,8 @@ class RolloutWorker:
 
         async def one(task: EpisodeTask) -> Trajectory | None:
             try:
-                return await self._play(task, sampling)
+                trajectory, _ = await self._play(task, sampling)
+                return trajectory
             except Exception:
                 log.exception("evaluation episode %s failed", task)
                 return None

@@ -56,7 +56,7 @@ def _check_sandbox(kind: str) -> None:
 
 
 class _Progress:
-    """Live progress: one bar over all trials, each agent's passes and failures counted as they finish."""
+    """Live progress: one bar over all trials, each agent's passes, failures and infra errors counted."""
 
     def __init__(self, total: int, label: str) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -69,11 +69,13 @@ class _Progress:
         self.bar = self.progress.add_task(label, total=total)
 
     def __call__(self, trial) -> None:  # type: ignore[no-untyped-def]
-        passed_failed = self.counts.setdefault(trial.agent, [0, 0])
-        passed_failed[0 if trial.passed else 1] += 1
+        # Infra errors are counted apart: a trial this machine could not run is not a failure of the task.
+        counts = self.counts.setdefault(trial.agent, [0, 0, 0])
+        counts[0 if trial.passed else 2 if trial.verdict == "infra_error" else 1] += 1
         text = " | ".join(
             f"{agent} [green]{p} passed[/green] [red]{f} failed[/red]"
-            for agent, (p, f) in self.counts.items()
+            + (f" [yellow]{i} infra[/yellow]" if i else "")
+            for agent, (p, f, i) in self.counts.items()
         )
         self.progress.update(self.bar, advance=1, description=f"{self.label} {text}")
 

@@ -101,12 +101,13 @@ def model_endpoint(settings: CollectSettings) -> Iterator[tuple[Endpoint, Teache
     if not settings.model:
         raise CollectError("--agent iflow needs --model: an OpenAI-compatible URL or builtin:ID")
     if settings.model.startswith("builtin:") or Path(settings.model).is_dir():
+        from roll.engine.server.loopback import serve_on_loopback
+        from roll.engine.torch_engine import TorchEngine
         from roll.models import load_model
-        from roll.rollout.agentic.serving import EngineServer
 
         loaded = load_model(settings.model)
-        with EngineServer(loaded) as server:
-            yield Endpoint(server.url, loaded.model_id, True), None
+        with serve_on_loopback(TorchEngine(loaded), loaded) as url:
+            yield Endpoint(url, loaded.model_id, True), None
         return
     if not settings.model.startswith(("http://", "https://")):
         raise CollectError(f"--model {settings.model!r} is neither a URL, nor builtin:ID, nor a model folder")

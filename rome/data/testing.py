@@ -1,6 +1,6 @@
 """Test double for a model's choices: the oracle teacher's plans as the policy of ROLL's `ScriptedEngine`.
 
-Served by the real engine server (`roll.rollout.agentic.serving.EngineServer`) with a real tokenizer, the
+Served by the real engine server (`roll.engine.server.loopback.serve_on_loopback`) with a real tokenizer, the
 replies go through the chat template, the tool-call parser and `return_token_ids`, so an iFlow episode
 against it records token ids like one against a real model of ours; only what the model says is scripted.
 """

@@ -7,6 +7,7 @@ import json
 import socket
 import tarfile
 import time
+import tracemalloc
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from rock.fleet import LocalFleet, short_tmp
 from rock.sdk.errors import SandboxRequestError
-from rock.sdk.sandbox import Sandbox
+from rock.sdk.sandbox import AsyncSandbox, Sandbox
 
 pytestmark = pytest.mark.docker
 MIB = 1024 * 1024
@@ -133,3 +134,50 @@ def test_a_create_whose_client_left_while_it_started_is_removed(fleet: LocalFlee
         time.sleep(0.2)
     assert len(new) == 1 and new[0]["state"] == "deleted", new
     assert new[0]["id"] not in fleet.containers()
+
+
+def test_a_large_download_streams_through_rocklet_worker_and_admin(fleet: LocalFleet, sandbox: Sandbox):
+    assert fleet.admin.proc is not None
+    sandbox.run("mkdir -p /srv/down && truncate -s 256M /srv/down/zeros.bin")
+    before = _peak_rss(fleet.admin.proc.pid)
+    received = 0
+    with httpx.stream(
+        "GET", f"{fleet.url}/v1/sandboxes/{sandbox.id}/download", params={"path": "/srv/down"}, timeout=300
+    ) as response:
+        assert response.status_code == 200
+        for piece in response.iter_raw():
+            received += len(piece)
+    sandbox.run("rm -r /srv/down")
+    assert received >= UPLOAD + 3 * tarfile.BLOCKSIZE
+    assert _peak_rss(fleet.admin.proc.pid) - before < UPLOAD // 4
+    assert sandbox.refresh().state == "running"
+
+
+def test_a_download_of_an_unreadable_file_is_a_clear_error(fleet: LocalFleet, tmp_path: Path):
+    with (
+        Sandbox("python:3.11", admin_url=fleet.url, **SMALL) as unprivileged,
+        pytest.raises(SandboxRequestError, match="/etc/shadow is not readable by the sandbox's user"),
+    ):
+        unprivileged.download("/etc/shadow", tmp_path)
+
+
+def test_the_sdk_uploads_a_folder_without_holding_its_archive_in_memory(sandbox: Sandbox, tmp_path: Path):
+    folder = tmp_path / "big"
+    folder.mkdir()
+    with (folder / "zeros.bin").open("wb") as handle:
+        handle.truncate(UPLOAD // 2)
+    tracemalloc.start()
+    try:
+        sandbox.upload(folder, "/srv/sdk")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sandbox.run("stat -c %s /srv/sdk/big/zeros.bin; rm -r /srv/sdk").output.strip() == str(UPLOAD // 2)
+    assert peak < UPLOAD // 8
+
+
+async def test_the_async_sdk_uploads_in_pieces_too(fleet: LocalFleet, tmp_path: Path):
+    (tmp_path / "small.txt").write_text("in pieces\n")
+    async with AsyncSandbox("python:3.11", admin_url=fleet.url, **SMALL) as sandbox:
+        await sandbox.upload(tmp_path / "small.txt", "/tmp/async")
+        assert (await sandbox.run("cat /tmp/async/small.txt")).output == "in pieces\n"

@@ -206,3 +206,13 @@ def test_a_queued_create_leaves_the_queue_when_its_client_disconnects(admin_fact
     assert _waiting(admin.url) == 0, "the create of a client that went away still waits for room"
     text = httpx.get(f"{admin.url}/metrics").text
     assert 'rock_sandbox_creates_total{outcome="abandoned"} 1.0' in text
+
+
+def test_the_cli_refuses_an_unbounded_timeout_with_a_message_not_a_traceback():
+    from typer.testing import CliRunner
+
+    from rock.cli import app
+
+    result = CliRunner().invoke(app, ["sandbox", "exec", "nope", "--timeout", "1e7", "--", "true"])
+    assert result.exit_code == 2
+    assert "less than or equal to 86400" in result.output and "Traceback" not in result.output

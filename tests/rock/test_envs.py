@@ -110,3 +110,11 @@ def test_bad_ids_and_closed_envs_get_clear_errors(envs_url: str, tmp_path: Path)
     assert handle in gone.json()["error"]["message"]
     with pytest.raises(EnvError, match="cannot reach the env service"):
         make("game:GuessTheNumber-v0-easy", url=f"http://127.0.0.1:{free_port()}")
+
+
+def test_an_action_longer_than_one_argv_string_reaches_the_env(envs_url: str):
+    """200 KB: past the kernel's 128 KiB limit on one argument, so it must not pass through a shell's argv."""
+    action = "\\boxed{5}" + " " * 200_000
+    remote = remote_episode(envs_url, "game:GuessTheNumber-v0-easy", 7, [action])
+    assert remote == local_episode("game:GuessTheNumber-v0-easy", 7, [action])
+    assert len(remote) == 2

@@ -13,7 +13,7 @@ import pytest
 
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from roll.rollout.agentic.serving import EngineServer
+from roll.engine.server.loopback import LoopbackServer
 from roll.testing import ScriptedEngine
 
 pytestmark = pytest.mark.slow
@@ -22,12 +22,16 @@ ABORT_WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[tuple[ScriptedEngine, str]]:
+    from roll.engine.server import create_app
     from roll.models import load_model
 
     loaded = load_model("builtin:tiny-qwen3-moe")
     scripted = ScriptedEngine(loaded.tokenizer)
-    with EngineServer(loaded, engine=scripted) as server:
-        yield scripted, server.url
+    server = LoopbackServer(create_app(scripted, loaded), "scripted-engine")
+    try:
+        yield scripted, f"{server.url}/v1"
+    finally:
+        server.close()
 
 
 def ask(url: str, read_timeout: float) -> httpx.Response:

@@ -108,3 +108,19 @@ async def test_a_path_with_a_nul_byte_is_a_bad_request_not_an_internal_error(cli
 
     with pytest.raises(BadRequest, match="null byte"):
         await client.read_file("/tmp/a\x00b")
+
+
+async def test_a_download_streams_out_without_being_held_in_memory(client, rocklet, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    with (folder / "zeros.bin").open("wb") as handle:
+        handle.truncate(UPLOAD)
+    archive = await client.open_download(str(folder))
+    try:
+        received = 0
+        async for piece in archive.aiter_raw():
+            received += len(piece)
+    finally:
+        await archive.aclose()
+    assert received >= UPLOAD + 3 * tarfile.BLOCKSIZE
+    assert _peak_rss(rocklet[1].pid) < UPLOAD // 2

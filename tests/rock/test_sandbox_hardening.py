@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
 from rock.fleet import LocalFleet, short_tmp
+from rock.sdk.errors import SandboxFailed
 from rock.sdk.sandbox import Sandbox
+from rock.sdk.types import FailureReason, SandboxState
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SMALL = {"cpus": 0.5, "memory": "256m"}
@@ -26,6 +33,14 @@ def fleet() -> Iterator[LocalFleet]:
         yield fleet
     finally:
         fleet.close()
+
+
+def _assert_removed(fleet: LocalFleet, sandbox_id: str) -> None:
+    """The admin removes a failed sandbox's container in the background: wait (bounded) for it to go."""
+    deadline = time.monotonic() + 30
+    while sandbox_id in fleet.containers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sandbox_id not in fleet.containers()
 
 
 def _process_count(sandbox: Sandbox) -> int:
@@ -48,6 +63,10 @@ def test_a_fork_bomb_does_not_outlive_its_command(fleet: LocalFleet):
         after = sandbox.run("sh -c 'echo alive'", timeout=30)  # a new process: the bomb held every pid
         # The bomb's own complaints (`fork: retry`) may come through the shell's output with it.
         assert "alive\n" in after.output and after.exit_code == 0
+        # Killed processes linger as zombies until the rocklet (their PID 1) reaps them, within a second.
+        deadline = time.monotonic() + 30
+        while _process_count(sandbox) >= 10 and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert _process_count(sandbox) < 10
         assert sandbox.run("echo again", timeout=30).output == "again\n"
 
@@ -59,3 +78,69 @@ def test_exec_kills_what_its_command_left_running(fleet: LocalFleet):
         assert started.output == "started\n"
         left = sandbox.exec(["sh", "-c", "ps -o args"], timeout=20).output
         assert f"sleep {tag}" not in left
+
+
+def test_the_socket_folder_is_nosuid_nodev_noexec_and_owner_only(fleet: LocalFleet):
+    """A setuid-root file placed in the folder from a root sandbox must give no host user root."""
+    with Sandbox("debian:bookworm", admin_url=fleet.url, user="root", **SMALL) as sandbox:
+        mounts = sandbox.exec(["sh", "-c", "grep ' /run/rock ' /proc/mounts"], timeout=20).output.split()
+        assert {"nosuid", "nodev", "noexec"} <= set(mounts[3].split(","))
+        plant = "cp /bin/bash /run/rock/sh && chmod 4755 /run/rock/sh"
+        planted = sandbox.exec(["sh", "-c", plant], timeout=20)
+        assert planted.exit_code == 0
+        host_dir = Path(sandbox.refresh().host_dir or "")
+        flags = os.statvfs(host_dir).f_flag
+        assert flags & os.ST_NOSUID and flags & os.ST_NODEV and flags & os.ST_NOEXEC
+        assert stat.S_IMODE(host_dir.stat().st_mode) == 0o700
+        assert stat.S_IMODE((host_dir / "rocklet.sock").stat().st_mode) == 0o600
+
+
+def test_the_rocklet_refuses_a_request_without_its_token(fleet: LocalFleet):
+    """Any host user who reaches the socket could run commands in the sandbox without an admin key."""
+    with Sandbox("busybox", admin_url=fleet.url, **SMALL) as sandbox:
+        socket_path = Path(sandbox.refresh().host_dir or "") / "rocklet.sock"
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)), timeout=10) as client:
+            refused = client.post("http://rocklet/exec", json={"cmd": "id", "timeout": 5})
+            assert refused.status_code == 401 and "token" in refused.text
+            forged = client.post(
+                "http://rocklet/exec", json={"cmd": "id", "timeout": 5}, headers={"Authorization": "Bearer x"}
+            )
+            assert forged.status_code == 401
+        assert sandbox.run("echo still mine").output == "still mine\n"
+
+
+def test_a_sandbox_that_swaps_its_socket_for_a_symlink_is_failed_not_followed(fleet: LocalFleet):
+    """Replacing rocklet.sock with a symlink to the Docker socket redirected the worker to dockerd."""
+    sandbox = Sandbox("busybox", admin_url=fleet.url, **SMALL)
+    try:
+        swap = "rm /run/rock/rocklet.sock && ln -s /var/run/docker.sock /run/rock/rocklet.sock"
+        assert sandbox.exec(["sh", "-c", swap], timeout=20).exit_code == 0
+        deadline = time.monotonic() + 30
+        while sandbox.refresh().state is SandboxState.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sandbox.info.state is SandboxState.FAILED
+        assert sandbox.info.failure_reason == FailureReason.SOCKET_TAMPERED
+        with pytest.raises(SandboxFailed):
+            sandbox.run("echo hi", timeout=10)
+    finally:
+        sandbox.close()
+    _assert_removed(fleet, sandbox.id)
+
+
+def test_a_sandbox_over_its_disk_limit_is_stopped(fleet: LocalFleet):
+    """`dd` wrote 21 GB inside a default sandbox; writes to the socket folder landed on the host."""
+    sandbox = Sandbox("python:3.11", admin_url=fleet.url, disk="200m", **SMALL)
+    try:
+        fill_host = "dd if=/dev/zero of=/run/rock/fill bs=1M count=200"
+        into_host = sandbox.exec(["sh", "-c", fill_host], timeout=60)
+        assert into_host.exit_code != 0 and "No space left" in into_host.output
+        sandbox.exec(["rm", "/run/rock/fill"], timeout=20)
+        with pytest.raises(SandboxFailed) as caught:
+            fill_layer = "dd if=/dev/zero of=/var/tmp/fill bs=1M count=2000; sleep 60"
+            sandbox.exec(["sh", "-c", fill_layer], timeout=120)
+        assert caught.value.reason == FailureReason.DISK_QUOTA
+        info = sandbox.refresh()
+        assert (info.state, info.failure_reason) == (SandboxState.FAILED, FailureReason.DISK_QUOTA)
+    finally:
+        sandbox.close()
+    _assert_removed(fleet, sandbox.id)

@@ -186,3 +186,28 @@ async def test_one_played_group_resets_the_count_of_lost_groups() -> None:
     task = await take(buffer)
     await buffer.put("w0", task, trajectory(task, [0]))
     assert len(await asyncio.wait_for(buffer.get_batch(0), timeout=1)) == 1
+
+
+async def test_a_group_without_success_trains_its_imitation_fallback() -> None:
+    buffer = await opened(group_size=2, groups_per_step=2, async_ratio=0, max_attempts=3, seed_offset=0)
+    tasks = [await take(buffer) for _ in range(4)]  # g0: one success; g1: none
+
+    def played(task: EpisodeTask, success: bool) -> Trajectory:
+        return trajectory(task, [0]).model_copy(update={"metadata": {"success": success}})
+
+    def fallback(task: EpisodeTask, mark: str) -> Trajectory:
+        chunk = Chunk(context_ids=[1], output_ids=[3], weight_version=0, expert=True)
+        group = f"{task.group_id}/expert"
+        return Trajectory(
+            chunks=[chunk], reward=1.0, group_id=group, metadata={"imitation": True, "mark": mark}
+        )
+
+    await buffer.put("w0", tasks[0], played(tasks[0], False), fallback(tasks[0], "g0"))
+    await buffer.put("w0", tasks[1], played(tasks[1], True))
+    await buffer.put("w0", tasks[2], played(tasks[2], False), fallback(tasks[2], "first"))
+    await buffer.put("w0", tasks[3], played(tasks[3], False), fallback(tasks[3], "second"))
+    batch = await asyncio.wait_for(buffer.get_batch(0), timeout=1)
+    imitation = [t for t in batch if t.metadata.get("imitation")]
+    assert len(batch) == 5 and [t.metadata["mark"] for t in imitation] == ["first"]
+    assert imitation[0].group_id == "g1/expert"
+    assert buffer.stats()["imitation_groups"] == 1

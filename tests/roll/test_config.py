@@ -92,7 +92,7 @@ def test_train_config_picks_trainer_and_engine_variants_by_type() -> None:
     assert isinstance(scale.engines.engine, SGLangEngineConfig)
     with pytest.raises(ConfigError, match=r"trainer\.type must be 'torch' or 'megatron'"):
         load_config(TrainConfig, None, ["trainer.type=jax"])
-    with pytest.raises(ConfigError, match=r"engines\.engine\.type must be 'torch' or 'sglang'"):
+    with pytest.raises(ConfigError, match=r"engines\.engine\.type must be 'torch', 'sglang' or 'scripted'"):
         load_config(TrainConfig, None, ["engines.engine.type=vllm"])
     with pytest.raises(ConfigError, match=r"engines\.engine\.tp_size: unknown key \(allowed keys: max_batch"):
         load_config(TrainConfig, None, ["engines.engine.tp_size=2"])

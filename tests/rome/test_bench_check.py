@@ -5,7 +5,7 @@ from pathlib import Path
 from rome.bench.check import check_task
 from rome.terminal_tasks.task import Task, load_task
 
-WORLD = Path(__file__).parent / "fixtures" / "world"
+WORLD = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "fixtures"
 ALIASES = {"python:3.11-slim": "ale/python:3.11", "debian:bookworm": "ale/debian:bookworm"}
 
 

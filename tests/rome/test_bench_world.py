@@ -1,4 +1,4 @@
-"""The world's task shapes, as fixtures written here (tests/rome/fixtures/world), validated on real Docker
+"""The world's task shapes, as fixtures written here (rome/tasks/fixtures), validated on real Docker
 through a private ROCK fleet with its package cache (offline, seeded by set-up): a Harbor multi-step task,
 a Terminal-Bench task without run-tests.sh, an image without python3, a grader that installs uv with curl
 and runs `uvx pytest --ctrf`, a Dockerfile with `pip install`, and every network key among them."""
@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from rock.packages.cache import default_folder
-from rome.bench.runner import run_trials, sandbox_provider
+from rome.bench.runner import load_finished, sandbox_provider
 from rome.bench.validate import validate_tasks
 from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import load_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-WORLD = Path(__file__).parent / "fixtures" / "world"
+WORLD = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +40,7 @@ def test_every_fixture_validates_under_the_default_policy(provider, tmp_path) ->
         ("01-create", 1.0, 0.0),
         ("02-extend", 1.0, None),
     ]
-    graded = run_trials(suite.tasks, "oracle", tmp_path / "oracle", provider=provider)
-    by_id = {t.task_id: t for t in graded}
+    by_id = {t.task_id: t for t in load_finished(tmp_path / "oracle").values()}
     # Asking for the internet without the operator's consent gets the package cache, with a note.
     for task_id in ("uv-curl-ctrf", "pip-in-dockerfile"):
         assert by_id[task_id].network == "packages"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -20,13 +20,10 @@ from roll.engine.server.completions import create_completion
 from roll.engine.server.errors import install_error_handlers
 from roll.engine.server.metrics import ServerMetrics
 from roll.engine.server.schemas import ChatCompletionRequest, CompletionRequest
-from roll.engine.server.state import ServerState
-
-if TYPE_CHECKING:
-    from roll.models import LoadedModel
+from roll.engine.server.state import ServedModel, ServerState
 
 
-def create_app(engine: InferenceEngine, loaded: LoadedModel) -> FastAPI:
+def create_app(engine: InferenceEngine, loaded: ServedModel) -> FastAPI:
     """An app serving `loaded` (named by its `model_id`) through `engine`."""
     state = ServerState(engine=engine, loaded=loaded, metrics=ServerMetrics(engine))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from roll.engine.protocol import InferenceEngine
 from roll.engine.server.errors import APIError
@@ -14,13 +14,22 @@ from roll.engine.server.metrics import ServerMetrics
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from roll.models import LoadedModel
+
+class ServedModel(Protocol):
+    """What the server needs of a model: its name and tokenizer (a `LoadedModel`, or a front over engines
+    that hold the weights elsewhere)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase: ...
 
 
 @dataclass
 class ServerState:
     engine: InferenceEngine
-    loaded: LoadedModel
+    loaded: ServedModel
     metrics: ServerMetrics
     created: int = field(default_factory=lambda: int(time.time()))
 

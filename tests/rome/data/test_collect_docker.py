@@ -69,8 +69,8 @@ def test_validate_excludes_a_task_whose_tests_pass_untouched_and_collect_skips_i
 
 
 def test_iflow_against_a_model_of_ours_records_token_ids(provider, tmp_path: Path) -> None:
+    from roll.engine.server.loopback import serve_on_loopback
     from roll.models import load_model
-    from roll.rollout.agentic.serving import EngineServer
     from roll.testing import ScriptedEngine
     from rome.data.testing import teacher_policy
 
@@ -78,8 +78,8 @@ def test_iflow_against_a_model_of_ours_records_token_ids(provider, tmp_path: Pat
     generate("file-ops", 1, 2, tasks, {"level": 1})
     loaded = load_model("builtin:tiny-qwen3-moe")
     engine = ScriptedEngine(loaded.tokenizer, policy=teacher_policy(tasks))
-    with EngineServer(loaded, engine=engine) as server:
-        settings = CollectSettings(agent="iflow", model=server.url, concurrency=1)
+    with serve_on_loopback(engine, loaded) as url:
+        settings = CollectSettings(agent="iflow", model=url, concurrency=1)
         stats = collect(tasks, tmp_path / "traj.jsonl", settings, provider)
     assert (stats.trajectories, stats.resolved) == (1, 1)
     [record] = list(read_trajectories(tmp_path / "traj.jsonl"))

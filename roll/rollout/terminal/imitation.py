@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rock.proxy.types import EpisodeRecord
 from roll.models.chat import chat_stop_token_ids, render_chat
 from roll.models.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from roll.rollout.agentic.expert import ExpertStep, expert_from_messages
+from roll.rollout.terminal.expert import ExpertStep, expert_from_messages
 from roll.types import Chunk, Trajectory
 
 if TYPE_CHECKING:
@@ -69,3 +69,28 @@ def imitation_trajectory(
     return Trajectory(
         chunks=chunks, reward=1.0, task_id=task_id, group_id=group_id, metadata={"imitation": True}
     )
+
+
+def imitation_fallback(
+    record: EpisodeRecord,
+    expert: list[ExpertStep],
+    start: int,
+    tokenizer: PreTrainedTokenizerBase,
+    task_id: str,
+    group_id: str,
+) -> Trajectory:
+    """The imitation fallback of a failed episode that started after `expert[:start]`: the expert's steps up
+    to and including its step at `start`, each conditioned on exactly the context the policy had (the
+    messages of the episode's first model call, tool results of the replayed prefix included). Its chunks
+    count at the version of that call, so the buffer's staleness bound applies to them as to the episode."""
+    if not record.chunks:
+        raise ValueError(f"episode {record.episode_id} recorded no model call to take the context from")
+    if not 0 <= start < len(expert):
+        raise ValueError(f"start {start} has no expert step to imitate (the expert has {len(expert)})")
+    first = record.chunks[0]
+    messages = [*first.messages, expert[start].assistant_message(f"expert_{start}")]
+    trajectory = imitation_trajectory(messages, tokenizer, first.tools, task_id=task_id, group_id=group_id)
+    version = first.chunk.weight_version
+    chunks = [chunk.model_copy(update={"weight_version": version}) for chunk in trajectory.chunks]
+    metadata = {"imitation": True, "success": True, "task": task_id, "start": start}
+    return trajectory.model_copy(update={"chunks": chunks, "metadata": metadata})

@@ -1,5 +1,5 @@
 """The expert book: a task's expert refreshed from the policy's own successful episodes (pure bookkeeping
-over recorded episodes; the whole loop with sandboxes is in test_agentic_parallel.py)."""
+over recorded episodes; the whole loop with sandboxes is in test_terminal_pipeline.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from rock.proxy.types import EpisodeRecord, RecordedChunk
-from roll.rollout.agentic.expert import FINAL_MESSAGE, ExpertStep
-from roll.rollout.agentic.expert_book import ORACLE, ExpertBook, policy_steps
-from roll.rollout.agentic.resampling import SequentialRollback
+from roll.rollout.terminal.expert import FINAL_MESSAGE, ExpertStep
+from roll.rollout.terminal.expert_book import ORACLE, ExpertBook, policy_steps
+from roll.rollout.terminal.resampling import SequentialRollback
 from roll.types import Chunk
 
 ORACLE_STEPS = [ExpertStep("mkdir out"), ExpertStep("make > out/log"), ExpertStep(None, "Built.")]

@@ -1,12 +1,14 @@
-"""Agent-native episodes end to end: a real terminal task in a ROCK sandbox, the iflow agent on the host with
-its model at the ModelProxyService (train mode), whose engine is `roll serve` over a scripted engine (a test
-double for the model's choices, with the real tokenizer, chat template and tool-call parsing)."""
+"""Agent-native episodes end to end (the terminal env manager's episode): a real terminal task in a ROCK
+sandbox, the iflow agent on the host (or inside the sandbox) with its model at the ModelProxyService (train
+mode), whose engine is `roll serve` over a scripted engine (a test double for the model's choices, with the
+real tokenizer, chat template and tool-call parsing)."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +16,14 @@ import pytest
 
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from roll.rollout.agentic.agent import CONTINUE_PROMPT
-from roll.rollout.agentic.episode import run_agent_episode
-from roll.rollout.agentic.expert import ExpertStep, oracle_expert
-from roll.rollout.agentic.imitation import expert_from_record
-from roll.rollout.agentic.serving import EngineServer
+from roll.rollout.terminal.agent import CONTINUE_PROMPT
+from roll.rollout.terminal.config import AgentConfig
+from roll.rollout.terminal.episode import AgentEpisode, play_episode
+from roll.rollout.terminal.expert import ExpertStep, oracle_expert
+from roll.rollout.terminal.imitation import expert_from_record
 from roll.testing import ScriptedEngine
+from roll.types import Trajectory
+from rome.terminal_tasks.rock_sandbox import RockProvider
 from rome.terminal_tasks.task import Task, load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -39,9 +43,15 @@ def shell_call(command: str) -> str:
 def scripted(tiny_moe: Any) -> Iterator[tuple[ScriptedEngine, str]]:
     """The scripted engine behind the real server app, on a free loopback port."""
 
+    from roll.engine.server import create_app
+    from roll.engine.server.loopback import LoopbackServer
+
     engine = ScriptedEngine(tiny_moe.tokenizer)
-    with EngineServer(tiny_moe, engine=engine) as server:
-        yield engine, server.url
+    server = LoopbackServer(create_app(engine, tiny_moe), "scripted-engine")
+    try:
+        yield engine, f"{server.url}/v1"
+    finally:
+        server.close()
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +78,50 @@ def task() -> Task:
     loaded = load_task(SUITE / "trapezoid-integral")
     assert isinstance(loaded, Task)
     return loaded
+
+
+@dataclass
+class Episode:
+    """A played episode and the trajectory its record makes (the policy's chunks, the test reward)."""
+
+    played: AgentEpisode
+    start: int
+
+    @property
+    def trial(self) -> AgentEpisode:
+        return self.played
+
+    @property
+    def record(self) -> Any:
+        return self.played.record
+
+    @property
+    def reward(self) -> float:
+        return self.played.reward
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        chunks = [recorded.chunk for recorded in self.played.record.chunks]
+        if not chunks:
+            return None
+        task_id = self.played.task_id
+        return Trajectory(chunks=chunks, reward=self.reward, task_id=task_id, metadata={"start": self.start})
+
+
+def run_agent_episode(
+    task: Task,
+    proxy: ProxyClient,
+    fleet_url: str,
+    agent_timeout_s: float,
+    expert: list[ExpertStep] | None = None,
+    start: int = 0,
+    in_sandbox: bool = False,
+) -> Episode:
+    agent = AgentConfig(
+        placement="sandbox" if in_sandbox else "host", max_turns=20, timeout_s=agent_timeout_s
+    )
+    played = play_episode(task, proxy, RockProvider(fleet_url), agent, expert or [], start)
+    return Episode(played, start)
 
 
 def run_scripted(

@@ -1,7 +1,7 @@
 """The iflow agent for agent-native rollouts: host side, tools in the task's ROCK sandbox, and optionally a
 prefix of expert steps already taken (initialized resampling).
 
-With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.agentic.prefill`: through iflow's
+With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.terminal.prefill`: through iflow's
 own shell tool in the agent's session, their messages after the instruction) and the policy is asked to
 continue (`CONTINUE_PROMPT`).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from iflow.agent import ApprovalMode, TerminationReason
@@ -19,13 +20,21 @@ from iflow.executors.rock import RockExecutor
 from iflow.llm import LLMClient
 from iflow.settings import load_settings
 from iflow.todos import TodoStore
-from roll.rollout.agentic.expert import ExpertStep
-from roll.rollout.agentic.prefill import CONTINUE_PROMPT, prefilled_history
-from rome.bench.agents import AgentOutcome
-from rome.terminal_tasks.sandbox import TrialSandbox
+from roll.rollout.terminal.expert import ExpertStep
+from roll.rollout.terminal.prefill import CONTINUE_PROMPT, prefilled_history
+from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
 
-__all__ = ["CONTINUE_PROMPT", "ResampledIflowAgent", "expert_messages"]
+__all__ = ["CONTINUE_PROMPT", "AgentOutcome", "ResampledIflowAgent", "expert_messages"]
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """How the agent's run ended: past its time limit, with an error, and its log."""
+
+    timed_out: bool = False
+    error: str | None = None
+    log: str = ""
 
 
 def expert_messages(steps: list[ExpertStep]) -> list[dict[str, object]]:
@@ -34,7 +43,7 @@ def expert_messages(steps: list[ExpertStep]) -> list[dict[str, object]]:
 
 
 class ResampledIflowAgent:
-    """A rome-bench `Agent`: iflow against `base_url`, starting after `expert[:start]`."""
+    """iflow against `base_url`, its tools in the sandbox, starting after `expert[:start]`."""
 
     name = "iflow"
 
@@ -53,12 +62,8 @@ class ResampledIflowAgent:
         self.prefix = expert[:start]
         self.max_turns = max_turns
 
-    def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.terminal_tasks.rock_sandbox import RockSandbox
-
-        if not isinstance(sandbox, RockSandbox):
-            return AgentOutcome(error="agent-native rollouts run their tools through ROCK sandboxes")
-        cwd = Path(tempfile.mkdtemp(prefix="ale-agentic-"))  # no host memory or hooks leak in
+    def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
+        cwd = Path(tempfile.mkdtemp(prefix="ale-terminal-"))  # no host memory or hooks leak in
         try:
             options = AgentOptions(
                 cwd=cwd, base_url=self.base_url, model=self.model, approval_mode=ApprovalMode.YOLO

@@ -6,7 +6,7 @@ Images need no Python packages of their own beyond python3: the agent bundle (if
 installed on the host once with `pip install --target`, pinned to the host's versions, cached under
 `~/.cache/ale/`) is uploaded to the sandbox and put on PYTHONPATH.
 
-With an expert prefix, `roll/rollout/agentic/prefill.py` (iflow-only) is uploaded too and run instead of the
+With an expert prefix, `roll/rollout/terminal/prefill.py` (iflow-only) is uploaded too and run instead of the
 CLI: it replays the expert's commands in the sandbox through iflow's shell tool and lets iflow continue from
 that history, exactly as the host-side agent does.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from rock.envs.gem_image import cache_root, installed_pins
 from rock.proxy.client import ProxyClient
-from rome.bench.agents import AgentOutcome
-from rome.terminal_tasks.sandbox import TrialSandbox
+from roll.rollout.terminal.agent import AgentOutcome
+from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
 
 AGENT_REQUIREMENTS = ("httpx", "pydantic", "typer", "rich", "prompt_toolkit", "pyyaml")
@@ -85,7 +85,7 @@ def agent_bundle() -> Path:
 
 
 class InSandboxIflowAgent:
-    """A rome-bench `Agent`: `iflow -p` inside the sandbox, its model calls recorded in `episode_id`."""
+    """`iflow -p` inside the sandbox, its model calls recorded in `episode_id`."""
 
     name = "iflow-in-sandbox"
 
@@ -101,11 +101,7 @@ class InSandboxIflowAgent:
         self.proxy, self.episode_id, self.model, self.max_turns = proxy, episode_id, model, max_turns
         self.prefix = prefix or []
 
-    def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.terminal_tasks.rock_sandbox import RockSandbox
-
-        if not isinstance(sandbox, RockSandbox):
-            return AgentOutcome(error="the in-sandbox agent needs a ROCK sandbox")
+    def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
         box = sandbox.rock
         host_dir = box.info.host_dir
         if host_dir is None:
@@ -116,7 +112,7 @@ class InSandboxIflowAgent:
             port = box.forward(0)
             base_url = f"http://127.0.0.1:{port}/v1"
             if self.prefix:
-                from roll.rollout.agentic import prefill
+                from roll.rollout.terminal import prefill
 
                 spec = {
                     "base_url": base_url,

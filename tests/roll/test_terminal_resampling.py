@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from roll.rollout.agentic.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
-from roll.rollout.agentic.resampling import SequentialRollback, crucial_fork
+from roll.rollout.terminal.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
+from roll.rollout.terminal.resampling import SequentialRollback, crucial_fork
 from rome.terminal_tasks.task import Task, load_task
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
@@ -141,121 +141,71 @@ def test_bad_schedules_are_refused():
 
 def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
     from roll.config import ConfigError, load_config
-    from roll.rollout.agentic.ipa import IPATerminalConfig
+    from roll.pipeline.config import TrainConfig
+    from roll.rollout.terminal.config import TerminalEnvConfig
 
     configs = Path(__file__).resolve().parents[2] / "configs"
     config = load_config(
-        IPATerminalConfig,
+        TrainConfig,
         configs / "ipa_terminal.yaml",
-        ["rollback.threshold=0.8", "train.optimizer.lr=3e-5"],
+        ["env.resampling.rollback.threshold=0.8", "trainer.optimizer.lr=3e-5"],
     )
-    assert config.rollback.threshold == 0.8 and config.task_ids
-    assert config.rounds >= 1 and config.train.loss.type == "ipa" and config.train.optimizer.lr == 3e-5
-    for task_id in config.task_ids:
+    env = config.env
+    assert isinstance(env, TerminalEnvConfig) and env.task_ids and env.agent.placement == "host"
+    assert env.resampling.rollback.threshold == 0.8 and config.trainer.optimizer.lr == 3e-5
+    assert config.loss.type == "ipa" and config.steps >= 1
+    for task_id in env.task_ids:
         assert isinstance(load_task(SUITE / task_id), Task)
-    with pytest.raises(ConfigError, match="anchor"):
-        load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["anchor=2"])
-    with pytest.raises(ConfigError, match=r"train\.loss"):
-        load_config(IPATerminalConfig, configs / "ipa_terminal.yaml", ["train.loss.type=grpo"])
+    with pytest.raises(ConfigError, match=r"env\.anchor"):
+        load_config(TrainConfig, configs / "ipa_terminal.yaml", ["env.anchor=2"])
+    with pytest.raises(ConfigError, match=r"env\.agent\.placement"):
+        load_config(TrainConfig, configs / "ipa_terminal.yaml", ["env.agent.placement=cloud"])
+    with pytest.raises(ConfigError, match=r"env\.type must be 'gem'"):
+        load_config(TrainConfig, configs / "ipa_terminal.yaml", ["env.type=terminals"])
     with pytest.raises(
         ConfigError, match=r"rollback\.window \(1\) must be at least rollback\.min_samples \(2\)"
     ):
         load_config(
-            IPATerminalConfig, configs / "ipa_terminal.yaml", ["rollback.window=1", "rollback.min_samples=2"]
+            TrainConfig,
+            configs / "ipa_terminal.yaml",
+            ["env.resampling.rollback.window=1", "env.resampling.rollback.min_samples=2"],
         )
 
 
-def test_the_report_tables_show_success_before_and_after_and_the_rollback_path():
+def test_the_summary_table_shows_success_by_task_and_start_point_per_evaluation():
     from rich.console import Console
 
-    from roll.rollout.agentic.report import render_tables
+    from roll.rollout.terminal.report import start_point_table
 
-    report = {
-        "model": "m",
-        "wall_time_s": 90.0,
-        "tasks": {
-            "t": {
-                "expert_chunks": 3,
-                "before": {"0": 0.0, "1": 0.0, "2": 1.0},
-                "after": {"0": 0.0, "1": 0.5, "2": 1.0},
-                "rounds": [
-                    {
-                        "round": 0,
-                        "start": 2,
-                        "anchors": {"2": [1, 1], "1": [0, 1]},
-                        "imitation": False,
-                        "next_start": 1,
-                        "expert_steps": 3,
-                        "refreshed": {"start": 2, "episode_id": "e", "steps": 3},
-                    },
-                    {
-                        "round": 1,
-                        "start": 1,
-                        "anchors": {"1": [0, 1], "0": [0, 1]},
-                        "imitation": True,
-                        "next_start": 1,
-                        "expert_steps": 3,
-                    },
-                ],
-            }
-        },
-    }
-    report["rounds"] = [
-        {
-            "round": 0,
-            "trajectories": 2,
-            "trained_trajectories": 1,
-            "imitation_trajectories": 0,
-            "loss": 0.5,
-            "trainer_version": 2,
-            "engine_version": 2,
-        },
-        {
-            "round": 1,
-            "trajectories": 3,
-            "trained_trajectories": 1,
-            "imitation_trajectories": 1,
-            "loss": 0.7,
-            "expert_nll_before": 2.5,
-            "expert_nll_after": 1.25,
-            "trainer_version": 4,
-            "engine_version": 4,
-        },
+    evals = [
+        {"label": "before RL", "by_start": {"t": {"0": 0.0, "1": 0.0, "2": 1.0}}, "crucial_fork": {"t": 1}},
+        {"label": "step 2", "by_start": {"t": {"0": 0.0, "1": 1.0, "2": 1.0}}, "crucial_fork": {"t": 0}},
+        {"label": "after RL", "by_start": {"t": {"0": 0.5, "1": 1.0, "2": 1.0}}, "crucial_fork": {"t": None}},
+        {"label": "failed", "episodes": 0},  # an evaluation that played nothing has no column
     ]
     console = Console(record=True, width=200)
-    for table in render_tables(report):
-        console.print(table)
-    text = console.export_text()
-    assert "1.5 min" in text
-    rows = [
-        [cell.strip() for cell in line.split("│")[1:5]] for line in text.splitlines() if line.startswith("│")
-    ]
-    assert ["t", "0", "0.00", "0.00"] in rows and ["", "1", "0.00", "0.50"] in rows
-    assert "k=2: 1/1, k=1: 0/1" in text and "k=1: 0/1, k=0: 0/1 *" in text
-    assert "3 + (k=2)" in text
-    assert "2.500 -> 1.250" in text and "4/4" in text and "1/3" in text
-
-    # Evaluated after every round: one column per round instead of `after`.
-    report["tasks"]["t"]["rounds"][0]["eval"] = {"0": 0.0, "1": 1.0, "2": 1.0}
-    report["tasks"]["t"]["rounds"][1]["eval"] = report["tasks"]["t"]["after"]
-    console = Console(record=True, width=200)
-    console.print(render_tables(report)[0])
-    text = console.export_text()
-    lines = text.splitlines()
+    console.print(start_point_table(evals, "by start"))
+    lines = console.export_text().splitlines()
     header = next(line for line in lines if line.startswith("┃"))
-    columns = [cell.strip() for cell in header.split("┃")[1:-1]]
-    assert columns == ["task", "k", "before", "after r0", "after r1"]
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
+        "task",
+        "k",
+        "before RL",
+        "step 2",
+        "after RL",
+    ]
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
     assert rows == [
-        ["t", "0", "0.00", "0.00", "0.00"],
-        ["", "1", "0.00", "1.00", "0.50"],
+        ["t", "0", "0.00", "0.00", "0.50"],
+        ["", "1", "0.00", "1.00", "1.00"],
         ["", "2", "1.00", "1.00", "1.00"],
+        ["", "fork", "1", "0", "-"],
     ]
 
 
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     from roll.models import render_chat
-    from roll.rollout.agentic.imitation import imitation_trajectory
+    from roll.rollout.terminal.imitation import imitation_trajectory
     from roll.trainer.packing import pack_trajectories
 
     call = {
@@ -287,17 +237,13 @@ def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     assert packed.num_chunks == 2 and bool(packed.chunk_expert.all())
 
 
-def test_the_agentic_command_parses_its_config_and_refuses_bad_keys():
-    import typer
+def test_roll_train_refuses_bad_terminal_keys_and_roll_agentic_is_gone():
     from typer.testing import CliRunner
 
-    from roll.rollout.agentic.cli import agentic_train
+    from roll.cli import app
 
-    app = typer.Typer()
-    app.command("agentic")(agentic_train)
-    app.command("other")(lambda: None)  # two commands: `agentic` is a sub-command as in `roll agentic`
     config = str(Path(__file__).resolve().parents[2] / "configs" / "ipa_terminal.yaml")
     runner = CliRunner()
-    assert "report.json" in runner.invoke(app, ["agentic", "--help"]).output
-    refused = runner.invoke(app, ["agentic", config, "rounds=-1"])
-    assert refused.exit_code == 2 and "rounds" in refused.output
+    refused = runner.invoke(app, ["train", config, "env.resampling.anchors=0"])
+    assert refused.exit_code == 2 and "env.resampling.anchors" in refused.output
+    assert runner.invoke(app, ["agentic", config]).exit_code == 2  # no such command

@@ -1,0 +1,92 @@
+"""Config of the terminal env manager (`env.type: terminal` in `roll train`): which tasks, where their
+sandboxes run, where the agent runs, and the initialized-resampling schedule. Importable without torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from roll.config import StrictConfig
+
+
+class RockConfig(StrictConfig):
+    """Where the episodes' sandboxes run."""
+
+    admin_url: str | None = Field(
+        None,
+        description="A running `rock admin serve` (e.g. http://127.0.0.1:8080); None starts a private local "
+        "fleet for the run, stopped (with every sandbox it made) when the run ends.",
+    )
+    slots: int = Field(8, ge=1, description="Sandboxes the private fleet runs at once (others queue).")
+
+
+class AgentConfig(StrictConfig):
+    """The iflow agent that works on a task."""
+
+    placement: Literal["host", "sandbox"] = Field(
+        "host",
+        description="host: iflow runs in the rollout worker, its tools in the sandbox (ROCK executor); "
+        "sandbox: iflow runs inside the sandbox and reaches its model through the rocklet's forwarder "
+        "(the rollout worker must run on the sandbox's host: a local fleet).",
+    )
+    max_turns: int = Field(4, ge=1, description="Model calls per episode.")
+    timeout_s: float = Field(300.0, gt=0, description="Agent time per episode (one model call may take all).")
+
+
+class RollbackConfig(StrictConfig):
+    threshold: float = Field(
+        0.5, gt=0, le=1, description="Success rate at the current start that moves it back."
+    )
+    min_samples: int = Field(2, ge=1, description="Episodes at the current start before it may move back.")
+    window: int | None = Field(
+        None,
+        ge=1,
+        description="Only the latest `window` episodes at a start count (null: all of them); the policy "
+        "changes every step, so older episodes measured an older policy.",
+    )
+
+    @model_validator(mode="after")
+    def _window_holds_min_samples(self) -> RollbackConfig:
+        if self.window is not None and self.window < self.min_samples:
+            raise ValueError(
+                f"rollback.window ({self.window}) must be at least rollback.min_samples ({self.min_samples})"
+            )
+        return self
+
+
+class ResamplingConfig(StrictConfig):
+    """Initialized resampling: training episodes start after a prefix of the task's expert trajectory."""
+
+    enabled: bool = Field(True, description="False: every training episode starts from scratch (k = 0).")
+    anchors: int = Field(
+        2,
+        ge=1,
+        description="Parallel anchors: a task's groups cycle over the current start and the anchors - 1 "
+        "start points before it.",
+    )
+    rollback: RollbackConfig = Field(default_factory=RollbackConfig)
+    imitation: bool = Field(
+        True,
+        description="Imitation fallback: a group none of whose episodes succeeded also trains one "
+        "trajectory of expert chunks (the expert's step at the group's start, in the policy's context).",
+    )
+    crucial_fork_gap: float = Field(0.5, gt=0, le=1, description="Success jump that marks a crucial fork.")
+
+
+class TerminalEnvConfig(StrictConfig):
+    """Terminal tasks (Harbor / Terminal-Bench layout): an iflow agent in a ROCK sandbox, graded by the
+    task's own tests (reward 1 when they pass)."""
+
+    type: Literal["terminal"] = "terminal"
+    tasks_dir: Path = Field(Path("rome/tasks/terminal-pro"), description="Folder of task folders.")
+    task_ids: list[str] = Field(
+        min_length=1, description="Tasks to train on (folder names); train group g plays task g mod N."
+    )
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    rock: RockConfig = Field(default_factory=RockConfig)
+    resampling: ResamplingConfig = Field(default_factory=ResamplingConfig)
+    success_reward: float = Field(
+        1.0, description="An episode succeeds when its test reward is at least this."
+    )

@@ -1,0 +1,155 @@
+"""One agent-native episode: the task's sandbox, the iflow agent driving it with its model at a proxy episode
+(train mode), then the task's own tests; the proxy's record holds every model call as a chunk.
+
+Blocking from start to end (sandbox calls, the agent's loop): the env manager runs it in a thread.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from rock.proxy.client import ProxyClient
+from rock.proxy.types import EpisodeRecord
+from roll.rollout.terminal.agent import AgentOutcome, ResampledIflowAgent, expert_messages
+from roll.rollout.terminal.config import AgentConfig
+from roll.rollout.terminal.expert import ExpertStep
+from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
+from rome.terminal_tasks.images import TaskImageError, ensure_image
+from rome.terminal_tasks.rock_sandbox import RockSandbox
+from rome.terminal_tasks.sandbox import SandboxError
+from rome.terminal_tasks.task import Task
+from rome.terminal_tasks.verifier import verify
+
+FailureMode = Literal[
+    "build_error", "sandbox_error", "agent_timeout", "agent_error", "test_timeout", "verifier_error"
+]
+# The name the agent asks for; the train-mode proxy sends every call to its engine's own model.
+POLICY_MODEL = "policy"
+
+
+class SandboxOpener(Protocol):
+    def open(self, image: str, task: Task) -> RockSandbox: ...
+
+
+@dataclass
+class AgentEpisode:
+    """What one episode produced: its test reward (or why there is none), timings, and the proxy's record."""
+
+    task_id: str
+    record: EpisodeRecord
+    reward: float = 0.0
+    failure_mode: FailureMode | None = None
+    error: str | None = None
+    agent_log: str = ""
+    sandbox_s: float = 0.0
+    agent_s: float = 0.0
+    verifier_s: float = 0.0
+
+
+def agent_context_settings() -> dict[str, Any]:
+    """The context settings iflow runs with from an empty project folder (global settings still apply), which
+    the proxy must share so its compression thresholds fall where the agent's do."""
+    from iflow.settings import load_settings
+
+    folder = Path(tempfile.mkdtemp(prefix="ale-terminal-"))
+    try:
+        return load_settings(folder).context.model_dump(by_alias=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def play_episode(
+    task: Task,
+    proxy: ProxyClient,
+    sandboxes: SandboxOpener,
+    agent: AgentConfig,
+    expert: list[ExpertStep],
+    start: int,
+) -> AgentEpisode:
+    """Run the iflow agent on `task` after the first `start` expert steps (replayed in the sandbox, their
+    messages in the agent's history), grade it with the task's tests, and return the proxy's record of its
+    model calls. With placement `sandbox` the proxy must run on the sandbox's host (the rocklet's forwarder
+    reaches it through the sandbox's socket folder)."""
+    if not 0 <= start <= len(expert):
+        raise ValueError(f"start {start} is outside 0..{len(expert)} (the expert trajectory's length)")
+    episode_id = proxy.open_episode(f"{task.id}-{uuid.uuid4().hex[:8]}", context=agent_context_settings())
+    episode = AgentEpisode(task.id, EpisodeRecord(episode_id=episode_id))
+    try:
+        _play(episode, task, proxy, sandboxes, agent, expert, start)
+    finally:
+        episode.record = proxy.end_episode(episode_id)
+    return episode
+
+
+def _play(
+    episode: AgentEpisode,
+    task: Task,
+    proxy: ProxyClient,
+    sandboxes: SandboxOpener,
+    agent: AgentConfig,
+    expert: list[ExpertStep],
+    start: int,
+) -> None:
+    try:
+        image = ensure_image(task)
+    except TaskImageError as error:
+        episode.failure_mode, episode.error = "build_error", str(error)
+        return
+    opened = time.monotonic()
+    try:
+        sandbox = sandboxes.open(image, task)
+    except SandboxError as error:
+        episode.failure_mode, episode.error = "sandbox_error", str(error)
+        return
+    episode.sandbox_s = time.monotonic() - opened
+    try:
+        started = time.monotonic()
+        outcome = _run_agent(sandbox, task, proxy, episode.record.episode_id, agent, expert, start)
+        episode.agent_s = time.monotonic() - started
+        episode.agent_log = outcome.log
+        if outcome.timed_out:
+            episode.failure_mode = "agent_timeout"
+            episode.error = f"the agent ran past its {agent.timeout_s:.0f} s"
+        elif outcome.error:
+            episode.failure_mode, episode.error = "agent_error", outcome.error
+        verdict = verify(sandbox, task)
+        episode.verifier_s = verdict.duration_sec
+        episode.reward = verdict.reward
+        if verdict.failure_mode is not None:
+            episode.failure_mode, episode.error = verdict.failure_mode, verdict.error
+    except SandboxError as error:
+        episode.failure_mode, episode.error = "sandbox_error", str(error)
+    finally:
+        closing = time.monotonic()
+        sandbox.close()
+        episode.sandbox_s += time.monotonic() - closing
+
+
+def _run_agent(
+    sandbox: RockSandbox,
+    task: Task,
+    proxy: ProxyClient,
+    episode_id: str,
+    agent: AgentConfig,
+    expert: list[ExpertStep],
+    start: int,
+) -> AgentOutcome:
+    runner: ResampledIflowAgent | InSandboxIflowAgent
+    if agent.placement == "sandbox":
+        prefix = expert_messages(expert[:start])
+        runner = InSandboxIflowAgent(proxy, episode_id, POLICY_MODEL, agent.max_turns, prefix)
+    else:
+        base_url = proxy.episode_url(episode_id)
+        runner = ResampledIflowAgent(base_url, POLICY_MODEL, expert, start, agent.max_turns)
+    try:
+        return runner.run(sandbox, task, timeout=agent.timeout_s)
+    except SandboxError:
+        raise
+    except Exception as error:  # an agent crash is the episode's outcome, not the harness's failure
+        return AgentOutcome(error=f"{type(error).__name__}: {error}")

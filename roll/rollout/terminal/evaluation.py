@@ -1,0 +1,53 @@
+"""Evaluation of terminal envs: every start point k of every task (k oracle expert steps prefilled), the
+same episodes at every evaluation, so two evaluations compare start point by start point.
+
+An evaluation's key for one episode is `task@k` (with `#i` for the i-th episode when there are several): it
+plays the part of a GEM seed in the pipeline's seed-by-seed comparison.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from roll.rollout.episode import EpisodeTask
+from roll.rollout.terminal.resampling import crucial_fork
+from roll.types import Trajectory
+
+
+def eval_tasks(expert_lengths: dict[str, int], episodes: int) -> list[EpisodeTask]:
+    """`episodes` episodes at every start point 0..K-1 of every task (in env.task_ids order: the seed is the
+    task's index)."""
+    return [
+        EpisodeTask(f"eval-{task_id}-k{start}", seed=index, index=repeat, start=start)
+        for index, (task_id, length) in enumerate(expert_lengths.items())
+        for start in range(length)
+        for repeat in range(episodes)
+    ]
+
+
+def episode_key(trajectory: Trajectory, episodes: int) -> str:
+    meta = trajectory.metadata
+    key = f"{meta['task']}@{meta['start']}"
+    return key if episodes == 1 else f"{key}#{meta['index']}"
+
+
+def eval_fields(played: list[Trajectory], episodes: int, fork_gap: float) -> dict[str, Any]:
+    """What an eval record holds for terminal envs: the won episodes and rewards by key, the success rate by
+    task and start point, and each task's crucial fork (None when no jump reaches `fork_gap`)."""
+    wins: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for trajectory in played:
+        meta = trajectory.metadata
+        wins[meta["task"]][meta["start"]].append(float(meta["success"]))
+    by_start = {
+        task: {str(k): sum(v) / len(v) for k, v in sorted(starts.items())} for task, starts in wins.items()
+    }
+    return {
+        "won_seeds": sorted(episode_key(t, episodes) for t in played if t.metadata["success"]),
+        "seed_rewards": {episode_key(t, episodes): t.reward for t in played},
+        "by_start": by_start,
+        "crucial_fork": {
+            task: crucial_fork({int(k): v for k, v in rates.items()}, fork_gap)
+            for task, rates in by_start.items()
+        },
+    }

@@ -1,0 +1,135 @@
+"""The terminal env manager: plays agent-native episodes of terminal tasks for a rollout worker.
+
+An episode: the task's sandbox on the ROCK fleet, the iflow agent working on it (in the worker with the ROCK
+executor, or inside the sandbox), every model call through a train-mode proxy to the episode's engine
+(sticky routing, as GEM episodes), the task's tests as reward. The proxy's chunks (exact context and output
+ids, logprobs, weight version) become the trajectory. Training episodes start where the start-point
+scheduler says (initialized resampling) and report back to it; evaluation episodes start at a fixed point
+of the task's oracle expert. A training episode that failed may bring the imitation fallback for its group:
+the expert's step at the group's start, in the context the policy had there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from rock.proxy.client import ProxyClient
+from roll.rollout.config import SamplingConfig
+from roll.rollout.episode import EpisodeError, EpisodeTask
+from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.terminal.episode import AgentEpisode, play_episode
+from roll.rollout.terminal.expert import ExpertStep
+from roll.rollout.terminal.imitation import imitation_fallback
+from roll.rollout.terminal.sandboxes import LedgerProvider
+from roll.rollout.terminal.serving import AgentEndpoints, ServedTokenizer
+from roll.rollout.terminal.tasks import load_terminal_tasks, oracle_experts
+from roll.types import Trajectory
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from roll.rollout.engine_front import EngineFront
+
+INFRA_FAILURES = ("build_error", "sandbox_error")
+
+
+class TerminalEnvManager:
+    def __init__(
+        self,
+        config: TerminalEnvConfig,
+        tokenizer: PreTrainedTokenizerBase,
+        model_id: str,
+        fronts: list[EngineFront],
+        admin_url: str,
+        start_points: Any,
+        ledger: Any,
+        worker_id: str,
+    ) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.tasks = load_terminal_tasks(config)
+        self.oracles = oracle_experts(self.tasks)
+        self.endpoints = AgentEndpoints(fronts, ServedTokenizer(model_id, tokenizer), config.agent.timeout_s)
+        self.provider = LedgerProvider(admin_url, ledger, worker_id)
+        self.start_points = start_points
+
+    async def run_episode(
+        self, task: EpisodeTask, engine: int, sampling: SamplingConfig
+    ) -> tuple[Trajectory, Trajectory | None]:
+        """One episode on `engine`; returns its trajectory and, for a failed training episode, the imitation
+        fallback of its group (None otherwise). Infrastructure failures raise EpisodeError."""
+        started = time.perf_counter()
+        terminal_task = self.tasks[task.seed % len(self.tasks)]
+        training = task.start is None
+        if training:
+            start, expert = await self.start_points.group_start.remote(task.group_id, terminal_task.id)
+        else:
+            assert task.start is not None
+            start, expert = task.start, self.oracles[terminal_task.id]
+        proxy_url = await asyncio.to_thread(self.endpoints.proxy_url, engine, sampling)
+        episode = await asyncio.to_thread(self._play, terminal_task, proxy_url, expert, start)
+        record = episode.record
+        if episode.failure_mode in INFRA_FAILURES:
+            raise EpisodeError(f"{terminal_task.id}: {episode.failure_mode}: {episode.error}")
+        if not record.chunks:
+            raise EpisodeError(
+                f"{terminal_task.id}: the agent made no model call ({episode.failure_mode}: {episode.error})"
+            )
+        success = episode.reward >= self.config.success_reward
+        trajectory = self._trajectory(task, terminal_task.id, start, episode, success, started)
+        fallback = None
+        if training:
+            version = record.chunks[0].chunk.weight_version
+            offered = record if success else None
+            await self.start_points.report.remote(task.group_id, success, offered, version)
+            if not success and self.config.resampling.imitation and start < len(expert):
+                group = f"{task.group_id}/expert"
+                fallback = imitation_fallback(record, expert, start, self.tokenizer, terminal_task.id, group)
+        return trajectory, fallback
+
+    def _play(self, task: Any, proxy_url: str, expert: list[ExpertStep], start: int) -> AgentEpisode:
+        with ProxyClient(proxy_url) as proxy:
+            return play_episode(task, proxy, self.provider, self.config.agent, expert, start)
+
+    def _trajectory(
+        self,
+        task: EpisodeTask,
+        task_id: str,
+        start: int,
+        episode: AgentEpisode,
+        success: bool,
+        started: float,
+    ) -> Trajectory:
+        recorded = episode.record.chunks
+        gen_s = sum(call.latency_s for call in recorded)
+        wall_s = time.perf_counter() - started
+        return Trajectory(
+            chunks=[call.chunk for call in recorded],
+            reward=episode.reward,
+            task_id=task_id,
+            group_id=task.group_id,
+            metadata={
+                "seed": task.seed,
+                "index": task.index,
+                "task": task_id,
+                "start": start,
+                "success": success,
+                "turns": len(recorded),
+                "end": episode.failure_mode or "completed",
+                "format_errors": 0,
+                "truncated_outputs": sum(call.finish_reason == "length" for call in recorded),
+                "output_tokens": sum(len(call.chunk.output_ids) for call in recorded),
+                "gen_s": gen_s,
+                "env_s": wall_s - gen_s,
+                "sandbox_s": episode.sandbox_s,
+                "agent_s": episode.agent_s,
+                "verifier_s": episode.verifier_s,
+                "wall_s": wall_s,
+                "episode_id": episode.record.episode_id,
+            },
+        )
+
+    def close(self) -> None:
+        self.endpoints.close()

@@ -1,0 +1,53 @@
+"""The tasks of a terminal env: loaded once per process, checked before the run starts."""
+
+from __future__ import annotations
+
+from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.terminal.expert import ExpertStep, oracle_expert
+from rome.terminal_tasks.task import Task, load_task
+
+
+class TerminalTasksError(RuntimeError):
+    """The configured tasks cannot be trained on; the message says which and what to do."""
+
+
+def load_terminal_tasks(config: TerminalEnvConfig) -> list[Task]:
+    """env.task_ids in order (train group g plays task g mod N); every one must load and have an oracle
+    solution (the expert trajectory of initialized resampling and of the evaluation's start points)."""
+    tasks = []
+    for task_id in config.task_ids:
+        loaded = load_task(config.tasks_dir / task_id)
+        if not isinstance(loaded, Task):
+            raise TerminalTasksError(
+                f"env.task_ids: task {task_id!r} under env.tasks_dir {config.tasks_dir} does not load: "
+                f"{loaded}. Fix the task or leave it out"
+            )
+        if loaded.solution_command is None or not loaded.solution_files:
+            raise TerminalTasksError(
+                f"env.task_ids: task {task_id!r} has no solution script, so it has no expert trajectory for "
+                "initialized resampling; add solution/solve.sh or leave the task out"
+            )
+        tasks.append(loaded)
+    return tasks
+
+
+def oracle_experts(tasks: list[Task]) -> dict[str, list[ExpertStep]]:
+    return {task.id: oracle_expert(task) for task in tasks}
+
+
+def prepare_terminal_env(config: TerminalEnvConfig) -> list[Task]:
+    """Before any actor starts: the tasks load, the base images exist and every task's image is built (once
+    here, so rollout workers never build the same image at the same time)."""
+    from rock.images import ensure_base_images
+    from rome.terminal_tasks.images import TaskImageError, ensure_image
+
+    tasks = load_terminal_tasks(config)
+    ensure_base_images()
+    for task in tasks:
+        try:
+            ensure_image(task)
+        except TaskImageError as error:
+            raise TerminalTasksError(
+                f"{error}; fix the task's Dockerfile or leave it out of env.task_ids"
+            ) from error
+    return tasks
