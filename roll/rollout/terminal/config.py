@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from iflow.types import PromptProfile
 from roll.config import StrictConfig
 
 
@@ -32,6 +33,12 @@ class AgentConfig(StrictConfig):
         "(the rollout worker must run on the sandbox's host: a local fleet).",
     )
     max_turns: int = Field(4, ge=1, description="Model calls per episode.")
+    prompt_profile: PromptProfile = Field(
+        "full",
+        description="What the policy is shown of iflow (its promptProfile setting): full, or compact (four "
+        "tools with one-line descriptions and a short prompt: about 500 tokens of every call instead of "
+        "2,000 with SmolLM2's tokenizer). SFT data should be collected with the same profile.",
+    )
     timeout_s: float = Field(300.0, gt=0, description="Agent time per episode (one model call may take all).")
 
 
