@@ -96,5 +96,8 @@ def uvicorn_config(app: object, log_level: str) -> uvicorn.Config:
         log_level=log_level,
         lifespan="on",
         timeout_graceful_shutdown=5,  # type: ignore[arg-type]
+        # Longer than the admin's keepalive_expiry: the client, not the server, closes an idle connection, so
+        # a request never races the server's close on a reused connection (a ReadError under load).
+        timeout_keep_alive=30,
         access_log=False,
     )

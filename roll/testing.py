@@ -12,6 +12,10 @@ decoded prompt to the reply (for concurrent episodes, whose requests arrive in n
 make request handling observable: `gather_next(n)` holds the next n requests until all n have arrived (or
 `GATHER_TIMEOUT_S` passed), so they are in flight together only if their clients sent them concurrently
 (`max_in_flight` tells), and `hold = True` keeps every request open until the server aborts it.
+
+The GEM env manager's doubles are called as `policy(prompt_ids, params)`: `ScriptedBinarySearch` plays
+GuessTheNumber from the hints in the chat, `ScriptedConstant` always says the same; `scripted_result` is
+what the engine returns for one scripted reply.
 """
 
 from __future__ import annotations

@@ -116,3 +116,13 @@ def test_tests_import_their_helpers_as_a_package() -> None:
     assert bare == []
     folders = [tests, *(p.parent for p in tests.rglob("test_*.py"))]
     assert sorted({str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()}) == []
+
+
+def test_roll_reaches_rome_only_through_the_task_library() -> None:
+    """roll/rollout/agentic, which issue 15 folds into the pipeline and removes, is the one exception left."""
+    reaching = [
+        line
+        for line in forbidden_imports("roll", ("rome",))
+        if not line.startswith("roll/rollout/agentic/") and ": rome.terminal_tasks" not in line
+    ]
+    assert reaching == []

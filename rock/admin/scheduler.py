@@ -50,6 +50,17 @@ class _Waiter:
     future: asyncio.Future[str] = field(repr=False)
 
 
+_NOTHING = Demand(0.0, 0, 0)
+
+
+def _add(total: Demand, demand: Demand, sign: int) -> Demand:
+    return Demand(
+        total.cpus + sign * demand.cpus,
+        total.memory + sign * demand.memory,
+        total.slots + sign * demand.slots,
+    )
+
+
 def room_after(capacity: WorkerCapacity, used: Demand, demand: Demand) -> float | None:
     """The free fraction of the tightest resource once `demand` is placed, or None if it does not fit."""
     free = (
@@ -69,6 +80,9 @@ class Scheduler:
         self.unreachable: set[str] = set()
         """Workers a connection just failed to: no placements until their next heartbeat."""
         self._reservations: dict[str, _Reservation] = {}
+        # Running sums per worker and per owner, so placing one sandbox costs O(workers), not O(sandboxes).
+        self._by_worker: dict[str, Demand] = {}
+        self._by_owner: dict[str, Demand] = {}
         self._waiters: deque[_Waiter] = deque()
 
     # workers ----------------------------------------------------------------------------------------
@@ -86,11 +100,25 @@ class Scheduler:
             self.unreachable.add(worker_id)
 
     def used(self, worker_id: str) -> Demand:
-        cpus, memory, slots = 0.0, 0, 0
-        for r in self._reservations.values():
-            if r.worker_id == worker_id:
-                cpus, memory, slots = cpus + r.demand.cpus, memory + r.demand.memory, slots + r.demand.slots
-        return Demand(cpus, memory, slots)
+        return self._by_worker.get(worker_id, _NOTHING)
+
+    def _hold(self, sandbox_id: str, reservation: _Reservation) -> None:
+        self._drop(sandbox_id)
+        self._reservations[sandbox_id] = reservation
+        for totals, key in ((self._by_worker, reservation.worker_id), (self._by_owner, reservation.owner)):
+            totals[key] = _add(totals.get(key, _NOTHING), reservation.demand, 1)
+
+    def _drop(self, sandbox_id: str) -> bool:
+        reservation = self._reservations.pop(sandbox_id, None)
+        if reservation is None:
+            return False
+        for totals, key in ((self._by_worker, reservation.worker_id), (self._by_owner, reservation.owner)):
+            left = _add(totals[key], reservation.demand, -1)
+            if left.slots:
+                totals[key] = left
+            else:
+                del totals[key]
+        return True
 
     # placement --------------------------------------------------------------------------------------
     def place(self, demand: Demand) -> str | None:
@@ -108,10 +136,10 @@ class Scheduler:
 
     def restore(self, sandbox_id: str, worker_id: str, demand: Demand, owner: str) -> None:
         """Re-hold the room of a sandbox that was live before the admin restarted."""
-        self._reservations[sandbox_id] = _Reservation(worker_id, demand, owner)
+        self._hold(sandbox_id, _Reservation(worker_id, demand, owner))
 
     def release(self, sandbox_id: str) -> None:
-        if self._reservations.pop(sandbox_id, None) is not None:
+        if self._drop(sandbox_id):
             self._dispatch()
 
     def worker_of(self, sandbox_id: str) -> str | None:
@@ -125,9 +153,11 @@ class Scheduler:
 
     def usage(self, owner: str) -> tuple[int, float, int]:
         """(sandboxes, cpus, memory bytes) that `owner` holds or waits for."""
-        held = [r.demand for r in self._reservations.values() if r.owner == owner]
-        held += [w.demand for w in self._waiters if w.owner == owner]
-        return len(held), sum(d.cpus for d in held), sum(d.memory for d in held)
+        total = self._by_owner.get(owner, _NOTHING)
+        for waiter in self._waiters:
+            if waiter.owner == owner:
+                total = _add(total, waiter.demand, 1)
+        return total.slots, total.cpus, total.memory
 
     async def reserve(
         self, sandbox_id: str, demand: Demand, owner: str, timeout: float, gone: asyncio.Event | None = None
@@ -149,7 +179,7 @@ class Scheduler:
         if not self._waiters:
             worker_id = self.place(demand)
             if worker_id is not None:
-                self._reservations[sandbox_id] = _Reservation(worker_id, demand, owner)
+                self._hold(sandbox_id, _Reservation(worker_id, demand, owner))
                 return worker_id
         if len(self._waiters) >= self.max_waiting:
             raise CapacityExceeded(
@@ -195,6 +225,6 @@ class Scheduler:
                 continue
             worker_id = self.place(waiter.demand)
             if worker_id is not None:
-                self._reservations[waiter.sandbox_id] = _Reservation(worker_id, waiter.demand, waiter.owner)
+                self._hold(waiter.sandbox_id, _Reservation(worker_id, waiter.demand, waiter.owner))
                 self._waiters.remove(waiter)
                 waiter.future.set_result(worker_id)

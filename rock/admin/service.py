@@ -51,8 +51,12 @@ class Admin:
         self.store = SandboxStore(config.store_url)
         self.scheduler = Scheduler(config.max_waiting)
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=256))
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=256, keepalive_expiry=10.0)
+        )
         self._live: dict[str, SandboxInfo] = {}
+        self._on_worker: dict[str | None, set[str]] = {}
+        """Live sandbox ids per worker, so a heartbeat costs O(that worker's sandboxes)."""
         self._activity: dict[str, float] = {}
         self._dirty_activity: dict[str, float] = {}
         self._in_flight: dict[str, int] = {}
@@ -80,7 +84,7 @@ class Admin:
                     )
                 )
                 continue
-            self._live[info.id] = info
+            self._hold_live(info)
             self._activity[info.id] = last_activity
             if info.worker_id is not None:
                 self.scheduler.restore(info.id, info.worker_id, _demand(info.spec), info.owner)
@@ -108,12 +112,21 @@ class Admin:
         task.add_done_callback(self._tasks.discard)
 
     # state ------------------------------------------------------------------------------------------
+    def _hold_live(self, info: SandboxInfo) -> None:
+        previous = self._live.get(info.id)
+        if previous is not None and previous.worker_id != info.worker_id:
+            self._on_worker.get(previous.worker_id, set()).discard(info.id)
+        self._live[info.id] = info
+        self._on_worker.setdefault(info.worker_id, set()).add(info.id)
+
     def _save(self, info: SandboxInfo) -> SandboxInfo:
         self.store.save(info, self._activity.get(info.id, time.time()))
         if info.state in LIVE:
-            self._live[info.id] = info
+            self._hold_live(info)
         else:
-            self._live.pop(info.id, None)
+            previous = self._live.pop(info.id, None)
+            if previous is not None:
+                self._on_worker.get(previous.worker_id, set()).discard(info.id)
             self._activity.pop(info.id, None)
             self._dirty_activity.pop(info.id, None)
             self.scheduler.release(info.id)
@@ -365,7 +378,7 @@ class Admin:
                 self._fail(info, FailureReason.EXITED, sandbox.detail or "the sandbox's container exited")
             elif sandbox.status in ("disk_quota", "socket_tampered"):
                 self._fail(info, FailureReason(sandbox.status), sandbox.detail or sandbox.status)
-        for info in list(self._live.values()):
+        for info in [self._live[sid] for sid in self._on_worker.get(beat.worker_id, ())]:
             if (
                 info.worker_id == beat.worker_id
                 and info.state is S.RUNNING

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from sqlalchemy import Float, String, Text, create_engine, event, exc, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -50,6 +52,9 @@ def safe_url(url: str) -> str:
         return "<an unparsable database URL>"
 
 
+_UPSERTS = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
+
+
 class StoreUnavailable(ValueError):
     """The store cannot be opened: a missing driver, a bad URL, or a database that does not answer."""
 
@@ -62,7 +67,7 @@ class SandboxStore:
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         shown = safe_url(url)
         try:
-            self._engine: Engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+            self._engine: Engine = create_engine(url)
         except (ImportError, exc.NoSuchModuleError) as error:
             raise StoreUnavailable(
                 f"the store {shown} needs a database driver that is not installed ({error}); for "
@@ -72,6 +77,11 @@ class SandboxStore:
             raise StoreUnavailable(f"{shown} is not a database URL ({error}); e.g. sqlite:///PATH") from None
         if self._engine.dialect.name == "sqlite":
             event.listen(self._engine, "connect", _sqlite_pragmas)
+        if self._engine.dialect.name not in _UPSERTS:
+            raise StoreUnavailable(
+                f"the store {shown} is neither SQLite nor PostgreSQL, the two ROCK supports"
+            )
+        self._insert = _UPSERTS[self._engine.dialect.name]
         try:
             _Base.metadata.create_all(self._engine)
         except exc.OperationalError as error:
@@ -83,17 +93,21 @@ class SandboxStore:
             ) from None
 
     def save(self, info: SandboxInfo, last_activity: float) -> None:
-        with Session(self._engine) as session, session.begin():
-            session.merge(
-                SandboxRow(
-                    id=info.id,
-                    owner=info.owner,
-                    state=info.state.value,
-                    worker_id=info.worker_id,
-                    last_activity=last_activity,
-                    info=info.model_dump_json(),
-                )
-            )
+        """Insert or replace the sandbox's row in one statement (an upsert: no read first)."""
+        row = {
+            "id": info.id,
+            "owner": info.owner,
+            "state": info.state.value,
+            "worker_id": info.worker_id,
+            "last_activity": last_activity,
+            "info": info.model_dump_json(),
+        }
+        statement = self._insert(SandboxRow).values(row)
+        statement = statement.on_conflict_do_update(
+            index_elements=[SandboxRow.id], set_={k: v for k, v in row.items() if k != "id"}
+        )
+        with self._engine.begin() as connection:
+            connection.execute(statement)
 
     def get(self, sandbox_id: str) -> tuple[SandboxInfo, float] | None:
         with Session(self._engine) as session:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -34,6 +36,13 @@ START_TIMEOUT = 300.0
 
 class PackageCacheError(RuntimeError):
     """A cache server could not start; the message names its log."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (Linux PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 
 
 def _free_port() -> int:
@@ -64,6 +73,7 @@ class PackageCache:
         self.apt: str | None = None
         self._procs: list[subprocess.Popen[bytes]] = []
         self._scratch: Path | None = None
+        self._lock: Any = None
 
     def __enter__(self) -> PackageCache:
         try:
@@ -87,15 +97,19 @@ class PackageCache:
         self._procs.clear()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     @property
     def pypi_url(self) -> str:
         return f"http://{self.pypi}{PYPI_PATH}"
 
     def _spawn(self, args: list[str], log: Path) -> subprocess.Popen[bytes]:
-        # In our process group: whoever stops the group (a fleet's owner) stops the caches with it.
+        # In our process group, and told by the kernel when we die: apt-cacher moves itself to a process
+        # group of its own, so stopping ours alone would leave it running.
         with log.open("ab") as out:
-            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         self._procs.append(proc)
         return proc
 
@@ -110,7 +124,9 @@ class PackageCache:
         data.parent.mkdir(parents=True, exist_ok=True)
         if not (data / ".nodeinfo").is_file():
             subprocess.run([init, "--serverdir", str(data)], check=True, capture_output=True, timeout=300)
-        if self.offline:
+        if not self.offline:
+            self._lock_online(data.parent)
+        else:
             # devpi writes to its folder even offline: each offline instance gets its own copy of the seeded
             # one (a few MB), so fleets started side by side never share a database.
             self._scratch = Path(tempfile.mkdtemp(prefix="rock-devpi-"))
@@ -127,6 +143,21 @@ class PackageCache:
         proc = self._spawn(args, log)
         self._wait(proc, f"http://127.0.0.1:{port}/+api", log)
         return f"127.0.0.1:{port}"
+
+    def _lock_online(self, folder: Path) -> None:
+        """One online instance per folder: two devpi servers writing one database would corrupt it."""
+        import fcntl
+
+        self._lock = (folder / "online.lock").open("w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            self._lock = None
+            raise PackageCacheError(
+                f"another fleet serves the package cache in {folder} online; start this one with "
+                "--package-cache-offline (it then reads its own copy) or give it another folder"
+            ) from None
 
     def _secret(self, data: Path) -> Path:
         secret = data.parent / "devpi.secret"

@@ -23,6 +23,8 @@ _PIDS_FILES = (
 )
 PIDS_PRESSURE = 0.9
 """Share of the sandbox's pids limit in use at which its runaway processes are killed."""
+PRESSURE_SAMPLES = 2
+"""Checks in a row that must find the pressure before anything is killed."""
 
 _busy_lock = threading.Lock()
 _busy: dict[int, frozenset[int]] = {}
@@ -77,12 +79,19 @@ def _owned(pid: int, table: dict[int, int], busy: dict[int, frozenset[int]]) -> 
 
 
 def guard_pids(spare: Callable[[], Collection[int]], interval: float = 0.2) -> None:
-    """Forever: when the sandbox nears its pids limit, kill its runaway processes (see the module)."""
+    """Forever: when the sandbox stays near its pids limit, kill its runaway processes (see the module).
+
+    Near means PIDS_PRESSURE of the limit, so the rocklet keeps room for the threads that answer the worker;
+    it must last PRESSURE_SAMPLES checks in a row, so a build that brushes past it is left alone.
+    """
+    pressed = 0
     while True:
         time.sleep(interval)
         usage = pids_usage()
-        if usage is None or usage[0] < PIDS_PRESSURE * usage[1]:
+        pressed = pressed + 1 if usage is not None and usage[0] >= PIDS_PRESSURE * usage[1] else 0
+        if usage is None or pressed < PRESSURE_SAMPLES:
             continue
+        pressed = 0
         if stop_then_kill(functools.partial(runaways, set(spare())), rounds=50):
             print(
                 f"rocklet: {usage[0]} of {usage[1]} pids were in use: killed the processes no running "

@@ -34,6 +34,13 @@ def serve(
         Path | None, typer.Option(help="State folder (default $ROCK_HOME or ~/.rock).")
     ] = None,
     log_level: Annotated[str, typer.Option(help="Log level.")] = "info",
+    pypi_cache: Annotated[
+        str | None,
+        typer.Option(help="host:port of a PyPI cache (devpi-server) for sandboxes with network='packages'."),
+    ] = None,
+    apt_cache: Annotated[
+        str | None, typer.Option(help="host:port of an apt cache (apt-cacher) for network='packages'.")
+    ] = None,
 ) -> None:
     """Register with the admin, heartbeat, and run sandboxes until Ctrl-C or SIGTERM."""
     import asyncio
@@ -61,6 +68,8 @@ def serve(
         "slots": slots,
         "state_dir": state_dir,
         "advertise_url": advertise_url,
+        "pypi_cache": pypi_cache,
+        "apt_cache": apt_cache,
     }
     try:
         config = WorkerConfig(

@@ -12,7 +12,6 @@ import functools
 import hashlib
 import logging
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -190,11 +189,10 @@ class WorkerService:
             try:
                 await self._blocking(socket_dir.make_host_dir, host_dir, spec.user)
                 await self._blocking(socket_dir.write_token, host_dir, token, spec.user)
-            except (OSError, subprocess.SubprocessError) as exc:
+            except OSError as exc:
                 await self._blocking(socket_dir.release_host_dir, host_dir)
-                detail = getattr(exc, "stderr", "") or exc
                 raise SandboxFailed(
-                    f"the worker could not prepare the sandbox's socket folder: {detail}",
+                    f"the worker could not prepare the sandbox's socket folder: {exc}",
                     FailureReason.START_ERROR,
                 ) from exc
             start = functools.partial(
@@ -236,7 +234,8 @@ class WorkerService:
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
             self._watch_memory(sandbox_id, container_id)
-            await self._disk.follow(self.docker, sandbox_id, spec.disk_bytes)
+            # Off the create's path: finding the upper layer is one more Docker call.
+            self._in_background(self._follow_disk(sandbox_id, spec.disk_bytes))
             return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
@@ -491,6 +490,11 @@ class WorkerService:
                 log.info("removing sandbox %s: the admin no longer wants it", sandbox_id)
                 self._in_background(self._remove(sandbox_id))
         return reply
+
+    async def _follow_disk(self, sandbox_id: str, limit: int) -> None:
+        await self._disk.follow(self.docker, sandbox_id, limit)
+        if sandbox_id not in self._clients:  # removed while its upper layer was being looked up
+            self._disk.forget(sandbox_id)
 
     def _in_background(self, coro: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

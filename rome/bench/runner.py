@@ -58,12 +58,13 @@ def sandbox_provider(
     kind: str = "rock",
     admin_url: str | None = None,
     allow_internet: bool = False,
-    offline_packages: bool = False,
+    offline_packages: bool = True,
 ) -> Iterator[SandboxProvider]:
     """Sandboxes for a run: ROCK (a private local fleet unless `admin_url` names one) or plain Docker.
 
-    The private fleet runs the package cache when set-up seeded one ($ALE_HOME/package-cache); with
-    `offline_packages` it serves only what was seeded. `allow_internet` is the operator's consent to `full`.
+    The private fleet runs the package cache when set-up seeded one ($ALE_HOME/package-cache); offline (the
+    default) it serves what was seeded from its own copy, so runs side by side never share a database.
+    `allow_internet` is the operator's consent to `full`.
     """
     if kind == "docker":
         from rome.bench.docker_sandbox import DockerProvider

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rock.sdk import CommandTimeout, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
-from rome.terminal_tasks.network import grant
+from rome.terminal_tasks.network import POLICIES, grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
 from rome.terminal_tasks.task import Task
 
@@ -42,6 +42,11 @@ class RockSandbox:
         self.workdir = image_workdir(image)
         self.network_policy, note = grant(task.network.most, allow_internet, package_cache)
         self.notes = [note] if note else []
+        if POLICIES.index(task.network.agent) < POLICIES.index(self.network_policy):
+            # One network for the sandbox's life, the larger phase's wish: the trial notes what the agent got.
+            self.notes.append(
+                f"the agent asked for {task.network.agent} but shares the sandbox's {self.network_policy}"
+            )
         try:
             self._sandbox = Sandbox(
                 image=image,

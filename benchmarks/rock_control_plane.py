@@ -1,0 +1,222 @@
+"""ROCK's control plane at fleet scale: the admin on PostgreSQL with simulated workers, creating thousands of
+sandboxes at once.
+
+1. Measures real Docker on this machine: create + start, and remove, of a `--network none` busybox container
+   (sequential samples). These latencies drive the workers' `SimulatedRuntime` (rock.worker.simulated).
+2. Starts a throwaway PostgreSQL (rock.local_postgres), `rock admin serve --no-local-worker` on it, and
+   WORKERS simulated workers: real processes (PER_PROCESS workers each, every one with its own id, HTTP server
+   and heartbeat loop) speaking the admin↔worker contract with the worker credential.
+3. For each round size N (default 10,000 then 16,000): N creates submitted at once from one client process
+   (at most --connections HTTP connections; a create's time counts from its submission, so waiting for a
+   connection counts). Sandboxes stay: the second round runs on a fleet already holding the first's (the
+   workers have room for all), and the throwaway database and processes go at the end.
+
+Prints per round: admission decisions per second (creates answered / wall time of the burst), create P50/P99
+end to end, and of control-plane time (end to end minus the simulated start latency that sandbox waited), next
+to ROCK's published P50 of 40 s at 16,000 (its paper; their cluster, real containers, not run here), and a
+final JSON line. Goal: control-plane P99 < 10 s at 16,000.
+
+Usage: python benchmarks/rock_control_plane.py [--workers 100] [--per-process 25] [--rounds 10000,16000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import httpx
+
+from rock.fleet import LocalFleet, short_tmp
+from rock.images import resolve_image
+from rock.local_postgres import LocalPostgres
+
+ROCK_PUBLISHED_P50_AT_16K = 40.0
+SPEC = {"image": "busybox", "cpus": 0.5, "memory": "256m", "ttl": 3600, "queue_timeout": 600}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def measure_docker(samples: int) -> dict[str, list[float]]:
+    """Create + start and remove latencies of a busybox container on this machine's Docker."""
+    client = docker.from_env()
+    image, label = resolve_image("busybox", client=client), f"bench-cp-{uuid.uuid4().hex[:6]}"
+    start, remove = [], []
+    try:
+        for _ in range(samples):
+            began = time.monotonic()
+            container = client.api.create_container(
+                image,
+                command=["sleep", "300"],
+                labels={"ale.bench": label},
+                host_config=client.api.create_host_config(network_mode="none", mem_limit="256m"),
+            )
+            client.api.start(container["Id"])
+            start.append(time.monotonic() - began)
+            began = time.monotonic()
+            client.api.remove_container(container["Id"], force=True)
+            remove.append(time.monotonic() - began)
+    finally:
+        for c in client.api.containers(all=True, filters={"label": f"ale.bench={label}"}):
+            client.api.remove_container(c["Id"], force=True)
+        client.close()
+    return {"start": start, "remove": remove}
+
+
+async def burst(url: str, count: int, connections: int) -> list[tuple[float, str | None, str]]:
+    """Submit `count` creates at once; (seconds to answer, sandbox id or None, outcome) each."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    # httpx's pool rescans every queued request on each change: past a few thousand queued it spends the
+    # client's CPU there, so the requests beyond `connections` wait on a semaphore instead.
+    gate = asyncio.Semaphore(connections)
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(900.0)) as http:
+
+        async def one() -> tuple[float, str | None, str]:
+            began = time.monotonic()
+            try:
+                async with gate:
+                    response = await http.post(f"{url}/v1/sandboxes", json=SPEC)
+            except httpx.HTTPError as exc:
+                return time.monotonic() - began, None, type(exc).__name__
+            elapsed = time.monotonic() - began
+            if response.status_code != 201:
+                return elapsed, None, f"HTTP {response.status_code}"
+            return elapsed, response.json()["id"], "ok"
+
+        return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+def start_workers(
+    fleet: LocalFleet, args: argparse.Namespace, latencies: Path, slots: int
+) -> list[tuple[subprocess.Popen[bytes], Path]]:
+    processes = []
+    for p in range(0, args.workers, args.per_process):
+        count = min(args.per_process, args.workers - p)
+        stats = fleet.state_dir / f"stats-{p}.json"
+        command = [sys.executable, "-m", "rock.worker.simulated", "--admin", fleet.url, "--count", str(count)]
+        command += ["--prefix", f"sim{p}", "--latencies", str(latencies), "--slots", str(slots)]
+        command += ["--stats", str(stats)]
+        log = (fleet.state_dir / f"sim-{p}.log").open("ab")
+        env = {**os.environ, "ROCK_WORKER_TOKEN": fleet.worker_token}
+        processes.append((subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), stats))
+    return processes
+
+
+def stop_workers(processes: list[tuple[subprocess.Popen[bytes], Path]]) -> None:
+    for process, _ in processes:
+        process.send_signal(signal.SIGTERM)
+    for process, _ in processes:
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def read_stats(processes: list[tuple[subprocess.Popen[bytes], Path]]) -> dict[str, float]:
+    """Each simulated sandbox's start latency, as the worker processes last wrote them (SIGUSR1)."""
+    for process, _ in processes:
+        process.send_signal(signal.SIGUSR1)
+    time.sleep(3)
+    simulated: dict[str, float] = {}
+    for _, stats in processes:
+        if stats.exists():
+            simulated.update(json.loads(stats.read_text()))
+    return simulated
+
+
+def report(
+    count: int,
+    answers: list[tuple[float, str | None, str]],
+    wall: float,
+    simulated: dict[str, float],
+    results: dict[str, object],
+) -> None:
+    ok = [(t, sid) for t, sid, outcome in answers if outcome == "ok" and sid]
+    e2e = [t for t, _ in ok]
+    control = [t - simulated.get(sid, 0.0) for t, sid in ok]
+    failures: dict[str, int] = {}
+    for _, _, outcome in answers:
+        if outcome != "ok":
+            failures[outcome] = failures.get(outcome, 0) + 1
+    row = {
+        "n": count,
+        "ok": len(ok),
+        "failures": failures,
+        "wall_s": wall,
+        "decisions_per_s": len(answers) / wall,
+        "e2e_p50": percentile(e2e, 50),
+        "e2e_p99": percentile(e2e, 99),
+        "control_plane_p50": percentile(control, 50),
+        "control_plane_p99": percentile(control, 99),
+    }
+    results[str(count)] = row
+    print(
+        f"{count:>6} sandboxes: {len(ok)} ok in {wall:.0f} s, {row['decisions_per_s']:.0f} decisions/s, end "
+        f"to end P50 {row['e2e_p50']:.2f} s P99 {row['e2e_p99']:.2f} s, control plane P50 "
+        f"{row['control_plane_p50']:.2f} s P99 {row['control_plane_p99']:.2f} s, failures {failures}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=100)
+    parser.add_argument("--per-process", type=int, default=25)
+    parser.add_argument("--rounds", default="10000,16000")
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--docker-samples", type=int, default=10)
+    args = parser.parse_args()
+    rounds = [int(n) for n in args.rounds.split(",")]
+    slots = -(-sum(rounds) * 5 // (4 * args.workers))  # room for every round's sandboxes, 25% headroom
+
+    latencies = measure_docker(args.docker_samples)
+    print(
+        f"real Docker here: create+start P50 {percentile(latencies['start'], 50):.3f} s, "
+        f"remove P50 {percentile(latencies['remove'], 50):.3f} s ({args.docker_samples} samples)",
+        flush=True,
+    )
+    results: dict[str, object] = {"docker_start_p50": percentile(latencies["start"], 50)}
+    with LocalPostgres() as pg:
+        url = pg.create_database("rock_control_plane")
+        fleet = LocalFleet(short_tmp("rock-cp-"), "unused", local_worker=False, database_url=url)
+        with fleet:
+            latency_file = fleet.state_dir / "latencies.json"
+            latency_file.write_text(json.dumps(latencies))
+            processes = start_workers(fleet, args, latency_file, slots)
+            try:
+                fleet.wait_for_workers(args.workers, timeout=300)
+                print(f"{args.workers} simulated workers, {args.per_process} per process, {slots} slots each")
+                for count in rounds:
+                    began = time.monotonic()
+                    answers = asyncio.run(burst(fleet.url, count, args.connections))
+                    report(count, answers, time.monotonic() - began, read_stats(processes), results)
+            finally:
+                stop_workers(processes)
+    if "16000" in results:
+        ours = results["16000"]["e2e_p50"]  # type: ignore[index]
+        p99 = results["16000"]["control_plane_p99"]  # type: ignore[index]
+        results["rock_published_p50_at_16k"] = ROCK_PUBLISHED_P50_AT_16K
+        results["published_over_ours_p50"] = ROCK_PUBLISHED_P50_AT_16K / ours
+        results["goal_cp_p99_under_10s_at_16k"] = p99 < 10.0
+        print(
+            f"ROCK published P50 {ROCK_PUBLISHED_P50_AT_16K:.0f} s at 16,000 (their cluster, real "
+            f"containers); ours end to end {ours:.2f} s with simulated containers: "
+            f"{ROCK_PUBLISHED_P50_AT_16K / ours:.1f}x"
+        )
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
