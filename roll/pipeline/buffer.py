@@ -5,9 +5,11 @@ while fewer than `(steps done + 1 + async_ratio) * groups_per_step` groups (plus
 started. `async_ratio: 0` is therefore the synchronous pipeline: the next batch is generated only after the
 weights of the current step reached the engines. The bound is also enforced on the data: a trajectory whose
 oldest chunk is more than `async_ratio` versions behind the step that would train on it is dropped and
-counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again; when
-LOST_GROUPS_LIMIT groups in a row lose every episode that way, the rollout is broken (env or engine failing on
-every call) and get_batch raises instead of starting groups forever.
+counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again. The rollout
+is broken, and get_batch raises with the most frequent reason instead of training on what is left, when
+LOST_GROUPS_LIMIT groups in a row lose every episode that way (env or engine failing on every call), or when
+more than half of the last FAILING_WINDOW episodes failed (sandboxes, proxy or engine failing most of the
+time: a run that went on would train on the few episodes that happened to get through).
 
 Dynamic sampling (`drop_uniform_groups: N`): a finished group whose episodes all got the same reward (as
 reward.source picks it) has a zero group-baseline advantage, so it would cost a train step's compute and teach
@@ -23,7 +25,7 @@ group the policy could not solve; a group with a success drops them.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from roll.pipeline.config import RewardSource
@@ -32,6 +34,7 @@ from roll.rollout.episode import EpisodeTask
 from roll.types import Trajectory
 
 LOST_GROUPS_LIMIT = 8
+FAILING_WINDOW = 24
 
 
 class RolloutFailing(RuntimeError):
@@ -58,6 +61,7 @@ class BufferCounters:
     groups_lost: int = 0
     dropped_uniform: int = 0
     imitation_groups: int = 0
+    infra_failed_step: int = 0  # infra failures between the previous batch and the latest one
 
 
 class SampleBuffer:
@@ -93,6 +97,9 @@ class SampleBuffer:
         self._open = False
         self._dead: set[str] = set()
         self._lost_in_a_row = 0
+        # The latest episode attempts: None for one played, the reason for one that failed.
+        self._recent: deque[str | None] = deque(maxlen=FAILING_WINDOW)
+        self._failed_since_batch = 0
         self.counters = BufferCounters()
 
     def _ahead(self) -> int:
@@ -146,6 +153,7 @@ class SampleBuffer:
             if not self._release(worker_id, task):
                 return
             self.counters.episodes_done += 1
+            self._recent.append(None)
             group = self._groups[task.group_id]
             if group.fallback is None:
                 group.fallback = fallback
@@ -156,13 +164,16 @@ class SampleBuffer:
                 self._resolve(task, trajectory)
             self._changed.notify_all()
 
-    async def fail(self, worker_id: str, task: EpisodeTask) -> None:
-        """An episode failed for infrastructure reasons: play it again, up to max_attempts tries."""
+    async def fail(self, worker_id: str, task: EpisodeTask, reason: str = "no reason given") -> None:
+        """An episode failed for infrastructure reasons (`reason`: what went wrong): play it again, up to
+        max_attempts tries."""
         async with self._changed:
             attempts = self._leases.get(worker_id, {}).get(task, 0) + 1
             if not self._release(worker_id, task):
                 return
             self.counters.infra_failed += 1
+            self._failed_since_batch += 1
+            self._recent.append(reason)
             if attempts < self.max_attempts:
                 self._todo.appendleft((task, attempts))
             else:
@@ -217,8 +228,17 @@ class SampleBuffer:
                 if self._lost_in_a_row >= LOST_GROUPS_LIMIT:
                     raise RolloutFailing(
                         f"{self._lost_in_a_row} groups in a row lost every episode to errors (each tried "
-                        f"{self.max_attempts} times): the env or the engine fails on every call. The rollout "
-                        "workers' log (above) shows the error; fix it and run again (resume=true continues)"
+                        f"{self.max_attempts} times): the env or the engine fails on every call; "
+                        f"{self._most_frequent_reason()}. The rollout workers' log (above) has the details; "
+                        "fix it and run again (resume=true continues)"
+                    )
+                failed = sum(reason is not None for reason in self._recent)
+                if len(self._recent) == FAILING_WINDOW and 2 * failed > FAILING_WINDOW:
+                    raise RolloutFailing(
+                        f"{failed} of the last {FAILING_WINDOW} episodes failed for infrastructure reasons "
+                        f"(env, sandbox, proxy or engine errors), so training would learn from the few that "
+                        f"got through; {self._most_frequent_reason()}. The rollout workers' log (above) has "
+                        "the details; fix it and run again (resume=true continues)"
                     )
                 if not self._ready:
                     await self._changed.wait()
@@ -232,7 +252,15 @@ class SampleBuffer:
                     continue
                 batch.extend(fresh)
                 taken += 1
+            self.counters.infra_failed_step, self._failed_since_batch = self._failed_since_batch, 0
             return batch
+
+    def _most_frequent_reason(self) -> str:
+        reasons = Counter(reason for reason in self._recent if reason is not None)
+        if not reasons:
+            return "no reason was reported"
+        reason, count = reasons.most_common(1)[0]
+        return f"the most frequent reason ({count} of the last {len(self._recent)} episodes): {reason}"
 
     async def set_step(self, step: int) -> None:
         """The weights of `step` reached the engines: rollout may move one step further ahead. Nothing is

@@ -25,6 +25,9 @@ def train(
     except ConfigError as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
+    from rich.markup import escape
+
+    from roll.pipeline.buffer import RolloutFailing
     from roll.pipeline.controller import WarmStartError
     from roll.pipeline.controller import train as run_training
     from roll.pipeline.tracking import ResumeError
@@ -33,8 +36,9 @@ def train(
 
     try:
         run_training(parsed, console)
-    except (WarmStartError, EnvUnavailableError, ResumeError, TerminalTasksError) as error:
-        console.print(f"[red]{error}[/red]")
+    except (WarmStartError, EnvUnavailableError, ResumeError, TerminalTasksError, RolloutFailing) as error:
+        # Raised in the buffer actor, a RolloutFailing arrives wrapped by Ray; its cause holds the message.
+        console.print(f"[red]{escape(str(getattr(error, 'cause', None) or error))}[/red]")
         raise typer.Exit(1) from error
 
 

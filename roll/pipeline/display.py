@@ -16,13 +16,21 @@ from roll.rollout.terminal.config import TerminalEnvConfig
 
 
 def step_line(record: dict[str, Any]) -> str:
-    return (
+    line = (
         f"reward {record['reward']:+.3f} · success {record['success']:.0%} · "
         f"{record['samples_per_s']:.2f} samples/s · staleness {record['staleness_mean']:.2f} · "
         f"rollout {record['time_rollout_s']:.1f}s train {record['time_train_s']:.1f}s "
         f"sync {record['time_sync_s']:.1f}s · gen/env per episode "
         f"{record['episode_gen_s']:.1f}/{record['episode_env_s']:.1f}s"
     )
+    # Infrastructure failures are played again, so the batch hides them: say how many there were.
+    if failed := record.get("buffer/infra_failed_step"):
+        line += f" · {failed} episode(s) failed to run"
+    if timeouts := record.get("agent_timeouts"):
+        line += f" · {timeouts} agent timeout(s)"
+    if errors := record.get("agent_errors"):
+        line += f" · {errors} agent error(s)"
+    return line
 
 
 def eval_line(record: dict[str, Any]) -> str:
@@ -45,7 +53,12 @@ def print_summary(
     """The eval table (base, after SFT, after RL, ...) with the eval settings, and the run's wall time."""
     ev = config.eval
     sampling = "greedy" if ev.sampling.temperature == 0 else f"temperature {ev.sampling.temperature:g}"
-    if isinstance(config.env, TerminalEnvConfig):
+    if isinstance(config.env, TerminalEnvConfig) and config.env.eval_task_ids:
+        what = (
+            f"{len(config.env.eval_task_ids)} held-out terminal tasks (never trained on), {ev.episodes} "
+            "episode(s) each from scratch"
+        )
+    elif isinstance(config.env, TerminalEnvConfig):
         what = (
             f"terminal tasks {', '.join(config.env.task_ids)}, {ev.episodes} episode(s) at every start point "
             "k (k oracle steps prefilled)"
@@ -57,7 +70,8 @@ def print_summary(
         title=f"Eval success on {what}, {sampling}, <= {ev.sampling.max_new_tokens} tokens per turn "
         f"({config.run_dir})"
     )
-    for column in ("when", "step", "episodes", "success", "reward", "format errors", "turns"):
+    columns = ("when", "step", "episodes", "success", "reward", "format errors", "turns", "failed to run")
+    for column in (*columns, "agent timeouts / errors"):
         table.add_column(column, justify="left" if column == "when" else "right")
     played = [row for row in evals if row.get("episodes")]
     for row in played:
@@ -69,9 +83,11 @@ def print_summary(
             f"{row['reward']:+.3f}",
             f"{row['format_error_rate']:.0%}",
             f"{row['turns']:.1f}",
+            str(row.get("failed", 0)),
+            f"{row.get('agent_timeouts', 0)} / {row.get('agent_errors', 0)}",
         )
     console.print(table)
-    if isinstance(config.env, TerminalEnvConfig):
+    if isinstance(config.env, TerminalEnvConfig) and not config.env.eval_task_ids:
         from roll.rollout.terminal.report import start_point_table
 
         title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"

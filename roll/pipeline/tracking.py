@@ -41,6 +41,10 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         "truncated_output_rate": sum(m["truncated_outputs"] for m in meta) / max(turns, 1),
         "episode_gen_s": statistics.fmean(m["gen_s"] for m in meta),
         "episode_env_s": statistics.fmean(m["env_s"] for m in meta),
+        # Terminal episodes say how they ended: these count as played (the policy's calls train) but mean the
+        # agent ran out of time, or its model calls failed through the proxy, rather than finishing.
+        "agent_timeouts": sum(m.get("end") == "agent_timeout" for m in meta),
+        "agent_errors": sum(m.get("end") == "agent_error" for m in meta),
     }
     for key in ("sandbox_s", "agent_s", "verifier_s"):  # where a terminal episode's time went
         if all(key in m for m in meta):

@@ -121,9 +121,9 @@ class RolloutWorker:
         while (task := await self.buffer.next_task.remote(self.worker_id)) is not None:
             try:
                 trajectory, fallback = await self._play(task, self.sampling)
-            except Exception:
+            except Exception as error:
                 log.exception("episode %s failed; the buffer will sample it again", task)
-                await self.buffer.fail.remote(self.worker_id, task)
+                await self.buffer.fail.remote(self.worker_id, task, failure_reason(error))
                 continue
             await self.buffer.put.remote(self.worker_id, task, trajectory, fallback)
             played += 1
@@ -142,3 +142,13 @@ class RolloutWorker:
                 return None
 
         return list(await asyncio.gather(*(one(task) for task in tasks)))
+
+
+REASON_CHARS = 300
+
+
+def failure_reason(error: BaseException) -> str:
+    """What an episode's failure says in one line: its type and the first line of its message, shortened."""
+    lines = str(error).strip().splitlines()
+    reason = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"

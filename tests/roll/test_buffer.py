@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from roll.pipeline.buffer import LOST_GROUPS_LIMIT, RolloutFailing, SampleBuffer
-from roll.rollout.episode import EpisodeTask
+from roll.pipeline.buffer import FAILING_WINDOW, LOST_GROUPS_LIMIT, RolloutFailing, SampleBuffer
+from roll.rollout.episode import EpisodeError, EpisodeTask
+from roll.rollout.worker import failure_reason
 from roll.types import Chunk, Trajectory
 
 
@@ -211,3 +212,51 @@ async def test_a_group_without_success_trains_its_imitation_fallback() -> None:
     assert len(batch) == 5 and [t.metadata["mark"] for t in imitation] == ["first"]
     assert imitation[0].group_id == "g1/expert"
     assert buffer.stats()["imitation_groups"] == 1
+
+
+async def test_a_rollout_that_mostly_fails_stops_with_its_most_frequent_reason() -> None:
+    """13 of 24 attempts failing (more than half) is a broken run even though every group still trains."""
+    buffer = await opened(group_size=2, groups_per_step=1, async_ratio=30, max_attempts=3, seed_offset=0)
+    reasons = iter(["EpisodeError: fix-permissions: sandbox_error: the admin is gone"] * 9 + ["Timeout"] * 4)
+    played = failed = 0
+    while played + failed < FAILING_WINDOW:
+        task = await take(buffer)
+        if failed < 13 and (played >= 11 or task.index == 0):  # every group keeps one episode
+            await buffer.fail("w0", task, next(reasons))
+            failed += 1
+        else:
+            await buffer.put("w0", task, trajectory(task, [0]))
+            played += 1
+    assert buffer.stats()["infra_failed"] == 13 and buffer.stats()["groups_lost"] == 0
+    with pytest.raises(RolloutFailing) as stopped:
+        await asyncio.wait_for(buffer.get_batch(0), timeout=1)
+    message = str(stopped.value)
+    assert message.startswith("13 of the last 24 episodes failed for infrastructure reasons")
+    assert (
+        "most frequent reason (9 of the last 24 episodes): EpisodeError: fix-permissions: sandbox_error"
+        in message
+    )
+
+
+async def test_half_the_window_failing_still_trains_and_each_batch_counts_its_failures() -> None:
+    buffer = await opened(group_size=2, groups_per_step=1, async_ratio=30, max_attempts=3, seed_offset=0)
+    for attempt in range(FAILING_WINDOW):
+        task = await take(buffer)
+        if attempt % 2:
+            await buffer.fail("w0", task, "EpisodeError: flaky")
+        else:
+            await buffer.put("w0", task, trajectory(task, [0]))
+    assert len(await asyncio.wait_for(buffer.get_batch(0), timeout=1)) == 2
+    assert buffer.stats()["infra_failed_step"] == FAILING_WINDOW // 2
+    assert len(await asyncio.wait_for(buffer.get_batch(0), timeout=1)) == 2
+    assert buffer.stats()["infra_failed_step"] == 0  # none since the previous batch
+
+
+def test_failure_reason_is_one_short_line() -> None:
+    assert (
+        failure_reason(EpisodeError("t: sandbox_error: gone\ntraceback"))
+        == "EpisodeError: t: sandbox_error: gone"
+    )
+    assert failure_reason(TimeoutError()) == "TimeoutError"
+    long = failure_reason(RuntimeError("x" * 1000))
+    assert len(long) == 300 and long.endswith("…") and long.startswith("RuntimeError: xxx")

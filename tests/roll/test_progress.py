@@ -7,7 +7,7 @@ import re
 
 from rich.console import Console
 
-from roll.pipeline.display import eval_line
+from roll.pipeline.display import eval_line, step_line
 from roll.progress import StepProgress
 
 LONG_INFO = "reward +0.250 · success 25% · " + "x" * 150  # longer than any console is wide
@@ -56,3 +56,66 @@ def test_eval_line_says_what_was_won_out_of_what_was_played() -> None:
     )
     nothing = {"step": 4, "label": "after RL", "episodes": 0, "failed": 64, "time_s": 3.0}
     assert eval_line(nothing) == "eval after RL (step 4): no episode finished (64 failed to run)"
+
+
+def test_step_line_says_how_many_episodes_failed_to_run() -> None:
+    record = {
+        "reward": 0.25,
+        "success": 0.25,
+        "samples_per_s": 1.5,
+        "staleness_mean": 0.5,
+        "time_rollout_s": 10.0,
+        "time_train_s": 5.0,
+        "time_sync_s": 1.0,
+        "episode_gen_s": 3.0,
+        "episode_env_s": 2.0,
+        "buffer/infra_failed_step": 0,
+    }
+    line = step_line(record)
+    assert line == (
+        "reward +0.250 · success 25% · 1.50 samples/s · staleness 0.50 · rollout 10.0s train 5.0s sync 1.0s"
+        " · gen/env per episode 3.0/2.0s"
+    )
+    assert step_line(record | {"buffer/infra_failed_step": 3}) == line + " · 3 episode(s) failed to run"
+    ended = record | {"agent_timeouts": 2, "agent_errors": 1}
+    assert step_line(ended) == line + " · 2 agent timeout(s) · 1 agent error(s)"
+
+
+def test_episode_metrics_count_how_terminal_episodes_ended() -> None:
+    from roll.pipeline.tracking import episode_metrics
+    from roll.types import Chunk, Trajectory
+
+    def episode(end: str | None) -> Trajectory:
+        metadata = {
+            "success": end == "completed",
+            "turns": 2,
+            "format_errors": 0,
+            "output_tokens": 10,
+            "truncated_outputs": 0,
+            "gen_s": 1.0,
+            "env_s": 1.0,
+            **({"end": end} if end else {}),
+        }
+        chunk = Chunk(context_ids=[1], output_ids=[2], weight_version=0)
+        return Trajectory(chunks=[chunk], reward=1.0, metadata=metadata)
+
+    ends = ["completed", "agent_timeout", "agent_timeout", "agent_error", None]  # None: a GEM episode
+    metrics = episode_metrics([episode(end) for end in ends])
+    assert (metrics["episodes"], metrics["agent_timeouts"], metrics["agent_errors"]) == (5, 2, 1)
+
+
+def test_the_summary_table_shows_what_failed_to_run_and_how_agents_ended() -> None:
+    from roll.config import load_config
+    from roll.pipeline.config import TrainConfig
+    from roll.pipeline.display import print_summary
+
+    config = load_config(TrainConfig, "configs/gem_guess_the_number.yaml")
+    row = {"step": 4, "label": "after RL", "episodes": 62, "success": 0.5, "reward": 0.5}
+    row |= {"format_error_rate": 0.0, "turns": 3.0, "failed": 2, "agent_timeouts": 7, "agent_errors": 1}
+    out = io.StringIO()
+    print_summary(Console(file=out, width=220), [row], config)
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if "failed to run" in line)
+    assert "agent timeouts / errors" in header
+    values = next(line for line in lines if line.startswith("│ after RL"))
+    assert [cell.strip() for cell in values.split("│")[-3:-1]] == ["2", "7 / 1"]

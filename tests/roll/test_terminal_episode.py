@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from iflow.agent.prompts import COMPACT_PROMPT
+from iflow.types import PromptProfile
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.rollout.terminal.agent import CONTINUE_PROMPT
@@ -116,9 +118,13 @@ def run_agent_episode(
     expert: list[ExpertStep] | None = None,
     start: int = 0,
     in_sandbox: bool = False,
+    prompt_profile: PromptProfile = "full",
 ) -> Episode:
     agent = AgentConfig(
-        placement="sandbox" if in_sandbox else "host", max_turns=20, timeout_s=agent_timeout_s
+        placement="sandbox" if in_sandbox else "host",
+        max_turns=20,
+        timeout_s=agent_timeout_s,
+        prompt_profile=prompt_profile,
     )
     played = play_episode(task, proxy, RockProvider(fleet_url), agent, expert or [], start)
     return Episode(played, start)
@@ -235,3 +241,33 @@ def test_a_prefilled_episode_gives_the_same_chunks_on_the_host_and_inside_the_sa
     second = tiny_moe.tokenizer.decode(inside.trajectory.chunks[1].context_ids)
     # The expert's script wrote the integral with 12 decimals; the policy's `cat` read it back.
     assert re.search(r"\d+\.\d{12}\s", second.split("cat /app/integral.txt")[-1])
+
+
+def test_the_compact_prompt_profile_reaches_the_model_on_the_host_and_inside_the_sandbox(
+    scripted: tuple[ScriptedEngine, str], proxy: ProxyClient, fleet_url: str, task: Task
+):
+    """Whatever runs the agent (the rollout worker, `iflow -p` in the sandbox, or the prefill script there),
+    env.agent.prompt_profile decides what the policy is shown, so the chunks are the same."""
+    expert = oracle_expert(task)
+    engine = scripted[0]
+    replies = [shell_call("cat /app/integral.txt"), "Finished."]
+    episodes = []
+    for in_sandbox, start in ((False, 1), (True, 1), (True, 0)):
+        engine.push(*replies)
+        episodes.append(
+            run_agent_episode(
+                task, proxy, fleet_url, 120, expert, start, in_sandbox, prompt_profile="compact"
+            )
+        )
+    for episode in episodes:
+        first = episode.record.chunks[0]
+        assert first.messages[0]["content"] == COMPACT_PROMPT, episode.trial.agent_log[-2000:]
+        assert [tool["function"]["name"] for tool in first.tools or []] == [
+            "run_shell_command",
+            "read_file",
+            "write_file",
+            "replace",
+        ]
+    on_host, inside = episodes[0].trajectory, episodes[1].trajectory
+    assert on_host is not None and inside is not None
+    assert [c.context_ids for c in inside.chunks] == [c.context_ids for c in on_host.chunks]

@@ -20,6 +20,7 @@ from iflow.executors.rock import RockExecutor
 from iflow.llm import LLMClient
 from iflow.settings import load_settings
 from iflow.todos import TodoStore
+from iflow.types import PromptProfile
 from roll.rollout.terminal.expert import ExpertStep
 from roll.rollout.terminal.prefill import CONTINUE_PROMPT, prefilled_history
 from rome.terminal_tasks.rock_sandbox import RockSandbox
@@ -54,6 +55,7 @@ class ResampledIflowAgent:
         expert: list[ExpertStep] | None = None,
         start: int = 0,
         max_turns: int = 20,
+        prompt_profile: PromptProfile = "full",
     ) -> None:
         expert = expert or []
         if not 0 <= start <= len(expert):
@@ -61,12 +63,17 @@ class ResampledIflowAgent:
         self.base_url, self.model = base_url, model
         self.prefix = expert[:start]
         self.max_turns = max_turns
+        self.prompt_profile = prompt_profile
 
     def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
         cwd = Path(tempfile.mkdtemp(prefix="ale-terminal-"))  # no host memory or hooks leak in
         try:
             options = AgentOptions(
-                cwd=cwd, base_url=self.base_url, model=self.model, approval_mode=ApprovalMode.YOLO
+                cwd=cwd,
+                base_url=self.base_url,
+                model=self.model,
+                approval_mode=ApprovalMode.YOLO,
+                prompt_profile=self.prompt_profile,
             )
             settings = load_settings(cwd)
             # One call may take as long as the episode: a shorter read timeout would retry it while the

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from iflow.types import PromptProfile
 from roll.config import StrictConfig
 
 
@@ -32,6 +33,12 @@ class AgentConfig(StrictConfig):
         "(the rollout worker must run on the sandbox's host: a local fleet).",
     )
     max_turns: int = Field(4, ge=1, description="Model calls per episode.")
+    prompt_profile: PromptProfile = Field(
+        "full",
+        description="What the policy is shown of iflow (its promptProfile setting): full, or compact (four "
+        "tools with one-line descriptions and a short prompt: about 500 tokens of every call instead of "
+        "2,000 with SmolLM2's tokenizer). SFT data should be collected with the same profile.",
+    )
     timeout_s: float = Field(300.0, gt=0, description="Agent time per episode (one model call may take all).")
 
 
@@ -84,9 +91,23 @@ class TerminalEnvConfig(StrictConfig):
     task_ids: list[str] = Field(
         min_length=1, description="Tasks to train on (folder names); train group g plays task g mod N."
     )
+    eval_task_ids: list[str] = Field(
+        default_factory=list,
+        description="Held-out tasks under tasks_dir, never trained on: each evaluation plays every one from "
+        "scratch (k = 0), eval.episodes times, and compares evaluations task by task (sign test). Empty: "
+        "the evaluation plays every start point k of task_ids instead.",
+    )
     agent: AgentConfig = Field(default_factory=AgentConfig)
     rock: RockConfig = Field(default_factory=RockConfig)
     resampling: ResamplingConfig = Field(default_factory=ResamplingConfig)
     success_reward: float = Field(
         1.0, description="An episode succeeds when its test reward is at least this."
     )
+
+    @model_validator(mode="after")
+    def _held_out_means_never_trained(self) -> TerminalEnvConfig:
+        if shared := sorted(set(self.task_ids) & set(self.eval_task_ids)):
+            raise ValueError(
+                f"env.eval_task_ids must be held out from env.task_ids, but both name {', '.join(shared)}"
+            )
+        return self

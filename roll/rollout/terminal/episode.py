@@ -143,10 +143,14 @@ def _run_agent(
     runner: ResampledIflowAgent | InSandboxIflowAgent
     if agent.placement == "sandbox":
         prefix = expert_messages(expert[:start])
-        runner = InSandboxIflowAgent(proxy, episode_id, POLICY_MODEL, agent.max_turns, prefix)
+        runner = InSandboxIflowAgent(
+            proxy, episode_id, POLICY_MODEL, agent.max_turns, prefix, agent.prompt_profile
+        )
     else:
         base_url = proxy.episode_url(episode_id)
-        runner = ResampledIflowAgent(base_url, POLICY_MODEL, expert, start, agent.max_turns)
+        runner = ResampledIflowAgent(
+            base_url, POLICY_MODEL, expert, start, agent.max_turns, agent.prompt_profile
+        )
     try:
         return runner.run(sandbox, task, timeout=agent.timeout_s)
     except SandboxError:

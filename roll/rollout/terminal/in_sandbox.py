@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from iflow.types import PromptProfile
 from rock.envs.gem_image import cache_root, installed_pins
 from rock.proxy.client import ProxyClient
 from roll.rollout.terminal.agent import AgentOutcome
@@ -96,10 +97,12 @@ class InSandboxIflowAgent:
         model: str,
         max_turns: int = 20,
         prefix: list[dict[str, object]] | None = None,
+        prompt_profile: PromptProfile = "full",
     ) -> None:
         """`prefix`: expert assistant messages to replay before iflow continues (none: iflow -p)."""
         self.proxy, self.episode_id, self.model, self.max_turns = proxy, episode_id, model, max_turns
         self.prefix = prefix or []
+        self.prompt_profile = prompt_profile
 
     def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
         box = sandbox.rock
@@ -119,6 +122,7 @@ class InSandboxIflowAgent:
                     "model": self.model,
                     "max_turns": self.max_turns,
                     "max_time_s": timeout,
+                    "prompt_profile": self.prompt_profile,
                     "instruction": task.instruction,
                     "steps": self.prefix,
                 }
@@ -128,6 +132,7 @@ class InSandboxIflowAgent:
             else:
                 agent = (
                     f"python3 -c {shlex.quote(IFLOW_MAIN)} --yolo --max-turns {self.max_turns} "
+                    f"--prompt-profile {self.prompt_profile} "
                     f"--max-time {timeout:g} --base-url {base_url} --model {shlex.quote(self.model)} "
                     f"-p {shlex.quote(task.instruction)}"
                 )

@@ -60,8 +60,9 @@ def prefilled_history(
 def main(argv: list[str]) -> int:
     """In the sandbox: replay the spec's expert steps in the working directory, then let iflow continue.
 
-    SPEC.json holds `base_url`, `model`, `max_turns`, `max_time_s`, `instruction` and `steps` (the expert's
-    assistant messages). Exit codes as iflow's CLI: 0 when the agent completed, 1 otherwise."""
+    SPEC.json holds `base_url`, `model`, `max_turns`, `max_time_s`, `prompt_profile` (optional: else the
+    settings'), `instruction` and `steps` (the expert's assistant messages). Exit codes as iflow's CLI: 0
+    when the agent completed, 1 otherwise."""
     if len(argv) != 1:
         print("usage: python3 prefill.py SPEC.json", file=sys.stderr)
         return 2
@@ -73,6 +74,7 @@ def main(argv: list[str]) -> int:
         approval_mode=ApprovalMode.YOLO,
         max_turns=spec["max_turns"],
         max_time_s=spec["max_time_s"],
+        prompt_profile=spec.get("prompt_profile"),
     )
     parts = build_parts(options)
     try:
