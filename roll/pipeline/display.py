@@ -87,7 +87,7 @@ def print_summary(
             f"{row.get('agent_timeouts', 0)} / {row.get('agent_errors', 0)}",
         )
     console.print(table)
-    if isinstance(config.env, TerminalEnvConfig) and not config.env.eval_task_ids:
+    if played and isinstance(config.env, TerminalEnvConfig) and not config.env.eval_task_ids:
         from roll.rollout.terminal.report import start_point_table
 
         title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"

@@ -130,12 +130,13 @@ def test_a_killed_worker_costs_only_its_episodes_and_leaves_no_sandbox(
     from roll.pipeline.cluster import Cluster
     from roll.rollout.terminal.tasks import prepare_terminal_env
 
-    # Every call takes 2 s, so episodes stay in their sandboxes long enough to be caught there.
+    # Every call takes 2 s, so episodes stay in their sandboxes long enough to be caught there. Two engines:
+    # each worker's two episodes in flight go to different ones (sticky per episode, least loaded first).
     config = validate_config(
         TrainConfig,
         terminal_config(
             tmp_path / "run",
-            engines={"engine": {"type": "scripted", "mistake_rate": 1.0, "latency_s": 2.0}},
+            engines={"num_engines": 2, "engine": {"type": "scripted", "mistake_rate": 1.0, "latency_s": 2.0}},
             rollout={"num_workers": 2, "groups_per_step": 1},
         ),
     )
@@ -157,6 +158,7 @@ def test_a_killed_worker_costs_only_its_episodes_and_leaves_no_sandbox(
         ray.kill(cluster.workers[victim])
         batch = cluster.next_batch(0)  # replaces the dead worker on the way
         assert batch and cluster.workers_lost == 1 and victim not in cluster.workers
+        assert all(stats["requests_finished"] > 0 for stats in cluster.engines.stats())
         stats = cluster.buffer_stats()
         assert stats["resampled_lost"] >= 1 and leased  # its episodes play again
         assert stats["infra_failed"] == 0  # the other worker's episodes went on undisturbed
