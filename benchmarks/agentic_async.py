@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,8 @@ def main() -> None:
     parser.add_argument("--async-ratio", type=int, default=1, help="async_ratio of the asynchronous run.")
     parser.add_argument("--out", type=Path, help="Keep the runs in this folder (default: a temporary one).")
     args = parser.parse_args()
-    console = Console(stderr=True)
+    # Written to a log, rich would wrap at 80 columns and cut the table's headers.
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     batch = 2 * args.groups
     base = [
         "trainer.model=builtin:tiny-qwen3-moe",

@@ -26,7 +26,7 @@ from roll.progress import StepProgress, print_plain
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import check_env
 from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.evaluation import eval_fields, eval_tasks
+from roll.rollout.terminal.evaluation import eval_fields, eval_tasks, held_out_tasks
 
 if TYPE_CHECKING:
     from roll.sft.config import SFTConfig
@@ -149,7 +149,9 @@ def evaluate(
     so two evaluations compare pairwise (the summary's sign test). `model` names the weights the engines
     hold when they are not the run's own. Logged to eval.jsonl and shown as one line."""
     env = config.env
-    if cluster.terminal is not None:
+    if isinstance(env, TerminalEnvConfig) and env.eval_task_ids:
+        tasks = held_out_tasks(env.eval_task_ids, config.eval.episodes)
+    elif cluster.terminal is not None:
         tasks = eval_tasks(cluster.terminal.oracle_lengths, config.eval.episodes)
     else:
         seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)

@@ -53,7 +53,12 @@ def print_summary(
     """The eval table (base, after SFT, after RL, ...) with the eval settings, and the run's wall time."""
     ev = config.eval
     sampling = "greedy" if ev.sampling.temperature == 0 else f"temperature {ev.sampling.temperature:g}"
-    if isinstance(config.env, TerminalEnvConfig):
+    if isinstance(config.env, TerminalEnvConfig) and config.env.eval_task_ids:
+        what = (
+            f"{len(config.env.eval_task_ids)} held-out terminal tasks (never trained on), {ev.episodes} "
+            "episode(s) each from scratch"
+        )
+    elif isinstance(config.env, TerminalEnvConfig):
         what = (
             f"terminal tasks {', '.join(config.env.task_ids)}, {ev.episodes} episode(s) at every start point "
             "k (k oracle steps prefilled)"
@@ -82,7 +87,7 @@ def print_summary(
             f"{row.get('agent_timeouts', 0)} / {row.get('agent_errors', 0)}",
         )
     console.print(table)
-    if isinstance(config.env, TerminalEnvConfig):
+    if played and isinstance(config.env, TerminalEnvConfig) and not config.env.eval_task_ids:
         from roll.rollout.terminal.report import start_point_table
 
         title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"

@@ -130,15 +130,16 @@ def test_a_killed_worker_costs_only_its_episodes_and_leaves_no_sandbox(
     from roll.pipeline.cluster import Cluster
     from roll.rollout.terminal.tasks import prepare_terminal_env
 
-    # Every call takes 2 s, so episodes stay in their sandboxes long enough to be caught there.
-    config = validate_config(
-        TrainConfig,
-        terminal_config(
-            tmp_path / "run",
-            engines={"engine": {"type": "scripted", "mistake_rate": 1.0, "latency_s": 2.0}},
-            rollout={"num_workers": 2, "groups_per_step": 1},
-        ),
+    # Every call takes 2 s, so episodes stay in their sandboxes long enough to be caught there. Two engines:
+    # each worker's two episodes in flight go to different ones (sticky per episode, least loaded first).
+    # The agent runs inside the sandbox here (the 2-step run has it on the host).
+    config = terminal_config(
+        tmp_path / "run",
+        engines={"num_engines": 2, "engine": {"type": "scripted", "mistake_rate": 1.0, "latency_s": 2.0}},
+        rollout={"num_workers": 2, "groups_per_step": 1},
     )
+    config["env"]["agent"]["placement"] = "sandbox"
+    config = validate_config(TrainConfig, config)
     prepare_terminal_env(config.env)
     cluster = Cluster(config, config.trainer.model, step=0, next_group=0, start_points=None)
     client = docker.from_env()
@@ -157,6 +158,9 @@ def test_a_killed_worker_costs_only_its_episodes_and_leaves_no_sandbox(
         ray.kill(cluster.workers[victim])
         batch = cluster.next_batch(0)  # replaces the dead worker on the way
         assert batch and cluster.workers_lost == 1 and victim not in cluster.workers
+        played = [t for t in batch if not t.metadata.get("imitation")]
+        assert played and all(t.metadata["end"] == "completed" for t in played)  # iflow ran in the sandbox
+        assert all(stats["requests_finished"] > 0 for stats in cluster.engines.stats())
         stats = cluster.buffer_stats()
         assert stats["resampled_lost"] >= 1 and leased  # its episodes play again
         assert stats["infra_failed"] == 0  # the other worker's episodes went on undisturbed

@@ -91,9 +91,23 @@ class TerminalEnvConfig(StrictConfig):
     task_ids: list[str] = Field(
         min_length=1, description="Tasks to train on (folder names); train group g plays task g mod N."
     )
+    eval_task_ids: list[str] = Field(
+        default_factory=list,
+        description="Held-out tasks under tasks_dir, never trained on: each evaluation plays every one from "
+        "scratch (k = 0), eval.episodes times, and compares evaluations task by task (sign test). Empty: "
+        "the evaluation plays every start point k of task_ids instead.",
+    )
     agent: AgentConfig = Field(default_factory=AgentConfig)
     rock: RockConfig = Field(default_factory=RockConfig)
     resampling: ResamplingConfig = Field(default_factory=ResamplingConfig)
     success_reward: float = Field(
         1.0, description="An episode succeeds when its test reward is at least this."
     )
+
+    @model_validator(mode="after")
+    def _held_out_means_never_trained(self) -> TerminalEnvConfig:
+        if shared := sorted(set(self.task_ids) & set(self.eval_task_ids)):
+            raise ValueError(
+                f"env.eval_task_ids must be held out from env.task_ids, but both name {', '.join(shared)}"
+            )
+        return self

@@ -26,6 +26,15 @@ def eval_tasks(expert_lengths: dict[str, int], episodes: int) -> list[EpisodeTas
     ]
 
 
+def held_out_tasks(task_ids: list[str], episodes: int) -> list[EpisodeTask]:
+    """`episodes` episodes of every held-out task from scratch (the seed: its index in env.eval_task_ids)."""
+    return [
+        EpisodeTask(f"eval-{task_id}", seed=index, index=repeat, start=0)
+        for index, task_id in enumerate(task_ids)
+        for repeat in range(episodes)
+    ]
+
+
 def episode_key(trajectory: Trajectory, episodes: int) -> str:
     meta = trajectory.metadata
     key = f"{meta['task']}@{meta['start']}"

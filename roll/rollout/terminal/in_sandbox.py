@@ -2,7 +2,8 @@
 forwarder (127.0.0.1:PORT in the sandbox) to the proxy's socket for this episode, so a `--network none`
 sandbox reaches its model and nothing else.
 
-Images need no Python packages of their own beyond python3: the agent bundle (iflow and its dependencies,
+Images need no Python of their own: iflow runs on the interpreter the worker mounts in every sandbox for the
+rocklet (the host's, with its loader and libraries), and the agent bundle (iflow and its dependencies,
 installed on the host once with `pip install --target`, pinned to the host's versions, cached under
 `~/.cache/ale/`) is uploaded to the sandbox and put on PYTHONPATH.
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from iflow.types import PromptProfile
 from rock.envs.gem_image import cache_root, installed_pins
 from rock.proxy.client import ProxyClient
+from rock.runtime.command import rocklet_container_command
 from roll.rollout.terminal.agent import AgentOutcome
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
@@ -33,6 +35,9 @@ AGENT_REQUIREMENTS = ("httpx", "pydantic", "typer", "rich", "prompt_toolkit", "p
 BUNDLE_DIR = "/var/tmp/ale-agent"  # /tmp is noexec in sandboxes: pydantic-core could not load
 SANDBOX_SOCKET = "model.sock"
 IFLOW_MAIN = "from iflow.cli import main; main()"  # iflow has no __main__ module
+# The host's own interpreter, mounted read-only in every sandbox for the rocklet (rock.runtime): the agent
+# bundle is built for it, and images need no Python of their own.
+SANDBOX_PYTHON = " ".join(rocklet_container_command()[:4])
 PREFILL_SCRIPT = "/var/tmp/ale-prefill.py"
 PREFILL_SPEC = "/var/tmp/ale-prefill.json"
 
@@ -128,10 +133,10 @@ class InSandboxIflowAgent:
                 }
                 box.write_file(PREFILL_SCRIPT, Path(prefill.__file__).read_bytes())
                 box.write_file(PREFILL_SPEC, json.dumps(spec).encode())
-                agent = f"python3 {PREFILL_SCRIPT} {PREFILL_SPEC}"
+                agent = f"{SANDBOX_PYTHON} {PREFILL_SCRIPT} {PREFILL_SPEC}"
             else:
                 agent = (
-                    f"python3 -c {shlex.quote(IFLOW_MAIN)} --yolo --max-turns {self.max_turns} "
+                    f"{SANDBOX_PYTHON} -c {shlex.quote(IFLOW_MAIN)} --yolo --max-turns {self.max_turns} "
                     f"--prompt-profile {self.prompt_profile} "
                     f"--max-time {timeout:g} --base-url {base_url} --model {shlex.quote(self.model)} "
                     f"-p {shlex.quote(task.instruction)}"

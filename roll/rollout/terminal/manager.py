@@ -50,7 +50,8 @@ class TerminalEnvManager:
         self.config = config
         self.tokenizer = tokenizer
         self.tasks = load_terminal_tasks(config)
-        self.oracles = oracle_experts(self.tasks)
+        self.held_out = load_terminal_tasks(config, held_out=True)
+        self.oracles = oracle_experts(self.tasks + self.held_out)
         self.endpoints = AgentEndpoints(fronts, ServedTokenizer(model_id, tokenizer), config.agent.timeout_s)
         self.provider = LedgerProvider(admin_url, ledger, worker_id)
         self.start_points = start_points
@@ -61,8 +62,10 @@ class TerminalEnvManager:
         """One episode on `engine`; returns its trajectory and, for a failed training episode, the imitation
         fallback of its group (None otherwise). Infrastructure failures raise EpisodeError."""
         started = time.perf_counter()
-        terminal_task = self.tasks[task.seed % len(self.tasks)]
         training = task.start is None
+        # Evaluation episodes of held-out tasks name them by their index in env.eval_task_ids.
+        tasks = self.held_out if not training and self.held_out else self.tasks
+        terminal_task = tasks[task.seed % len(tasks)]
         if training:
             start, expert = await self.start_points.group_start.remote(task.group_id, terminal_task.id)
         else:

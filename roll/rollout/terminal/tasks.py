@@ -11,11 +11,12 @@ class TerminalTasksError(RuntimeError):
     """The configured tasks cannot be trained on; the message says which and what to do."""
 
 
-def load_terminal_tasks(config: TerminalEnvConfig) -> list[Task]:
-    """env.task_ids in order (train group g plays task g mod N); every one must load and have an oracle
-    solution (the expert trajectory of initialized resampling and of the evaluation's start points)."""
+def load_terminal_tasks(config: TerminalEnvConfig, held_out: bool = False) -> list[Task]:
+    """env.task_ids in order (train group g plays task g mod N), or with `held_out` env.eval_task_ids; every
+    one must load and have an oracle solution (the expert trajectory of initialized resampling and of the
+    evaluation's start points)."""
     tasks = []
-    for task_id in config.task_ids:
+    for task_id in config.eval_task_ids if held_out else config.task_ids:
         loaded = load_task(config.tasks_dir / task_id)
         if not isinstance(loaded, Task):
             raise TerminalTasksError(
@@ -41,7 +42,7 @@ def prepare_terminal_env(config: TerminalEnvConfig) -> list[Task]:
     from rock.images import ensure_base_images
     from rome.terminal_tasks.images import TaskImageError, ensure_image
 
-    tasks = load_terminal_tasks(config)
+    tasks = load_terminal_tasks(config) + load_terminal_tasks(config, held_out=True)
     ensure_base_images()
     for task in tasks:
         try:

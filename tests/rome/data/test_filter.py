@@ -110,3 +110,19 @@ def test_a_line_that_is_not_a_trajectory_is_named(tmp_path: Path) -> None:
     with pytest.raises(TrajectoryFileError, match=r"in\.jsonl:2: not a trajectory record"):
         filter_file(source, out)
     assert out.read_text() == "earlier output\n"
+
+
+def test_the_llm_judge_keeps_yes_and_drops_no_or_an_unreadable_verdict() -> None:
+    from iflow.testing import ScriptedOpenAIServer, say
+    from rome.data.filter import Judge
+
+    records = [transcript([SUM], tid=t) for t in ("yes", "no", "odd")]
+    with ScriptedOpenAIServer([say("YES."), say("no"), say("It depends")]) as model:
+        judge = Judge(model.url, model="judge")
+        try:
+            verdicts = [judge(record) for record in records]
+        finally:
+            judge.close()
+        asked = model.requests[0]["messages"][0]["content"]
+    assert verdicts == [None, "judge: not solved", "judge: unreadable verdict 'It depends'"]
+    assert records[0].instruction in asked and "$ grep -v '^#' /app/data/n.txt" in asked
