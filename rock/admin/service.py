@@ -136,7 +136,8 @@ class Admin:
     def _fail(self, info: SandboxInfo, reason: FailureReason, detail: str) -> SandboxInfo:
         current = self._live.get(info.id)
         if current is None:  # already stopped, failed or deleted: the first outcome stands
-            return info
+            row = self.store.get(info.id)
+            return row[0] if row is not None else info
         info = current
         log.warning("sandbox %s failed (%s): %s", info.id, reason.value, detail)
         self.metrics.failures.labels(reason.value).inc()
@@ -305,11 +306,12 @@ class Admin:
                 info.worker_id, method, sandbox_path(sandbox_id, op), timeout=timeout, **kwargs
             )
         except SandboxFailed as exc:
-            self._fail(info, _reason(exc.reason), exc.message)
-            raise
+            raise _as_recorded(self._fail(info, _reason(exc.reason), exc.message), exc) from exc
         except SandboxNotFound as exc:
-            self._fail(info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container")
-            raise SandboxFailed(exc.message, FailureReason.WORKER_LOST) from exc
+            failed = self._fail(
+                info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container"
+            )
+            raise _as_recorded(failed, SandboxFailed(exc.message, FailureReason.WORKER_LOST)) from exc
         finally:
             left = self._in_flight.pop(sandbox_id) - 1
             if left:
@@ -439,6 +441,14 @@ class Admin:
 
 def _demand(spec: SandboxSpec) -> Demand:
     return Demand(spec.cpus, spec.memory_bytes)
+
+
+def _as_recorded(failed: SandboxInfo, seen: SandboxFailed) -> SandboxFailed:
+    """The failure the store holds (a heartbeat may have recorded why before this call saw the end), so the
+    caller and `rock sandbox ls` give the same reason."""
+    if failed.state is not S.FAILED or failed.failure_reason is None:
+        return seen
+    return SandboxFailed(failed.detail or seen.message, failed.failure_reason)
 
 
 def _reason(reason: object) -> FailureReason:

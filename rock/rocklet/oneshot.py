@@ -11,7 +11,7 @@ import time
 from rock.rocklet.errors import BadRequest
 from rock.rocklet.output import CappedOutput, observation
 from rock.rocklet.procs import enlarge_pipe, kill_pipe_holders, kill_session, readable, reap, spawn
-from rock.rocklet.runaway import mark_busy, mark_idle
+from rock.rocklet.runaway import before_command, mark_busy, mark_idle
 from rock.rocklet.shell import KILL_GRACE, READ_SIZE, find_shell
 
 END_POLL = 0.05
@@ -29,6 +29,7 @@ def run_once(
         raise BadRequest(f"cwd {cwd!r} is not a directory inside the sandbox; pass an existing one")
     output = CappedOutput(max_output)
     started = time.monotonic()
+    before_command()
     try:
         proc = spawn(
             argv,

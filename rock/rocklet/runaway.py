@@ -78,25 +78,45 @@ def _owned(pid: int, table: dict[int, int], busy: dict[int, frozenset[int]]) -> 
     return False
 
 
+def relieve(spare: Collection[int]) -> bool:
+    """If the sandbox is near its pids limit now, kill its runaway processes; whether it was."""
+    usage = pids_usage()
+    if usage is None or usage[0] < PIDS_PRESSURE * usage[1]:
+        return False
+    if stop_then_kill(functools.partial(runaways, set(spare)), rounds=50):
+        print(
+            f"rocklet: {usage[0]} of {usage[1]} pids were in use: killed what no running command owns",
+            file=sys.stderr,
+            flush=True,
+        )
+    reap_orphans()
+    return True
+
+
 def guard_pids(spare: Callable[[], Collection[int]], interval: float = 0.2) -> None:
     """Forever: when the sandbox stays near its pids limit, kill its runaway processes (see the module).
 
     Near means PIDS_PRESSURE of the limit, so the rocklet keeps room for the threads that answer the worker;
-    it must last PRESSURE_SAMPLES checks in a row, so a build that brushes past it is left alone.
+    it must last PRESSURE_SAMPLES checks in a row, so a build that brushes past it is left alone. A command
+    that starts meanwhile does not wait for that: see `before_command`.
     """
+    global _spare
+    _spare = spare
     pressed = 0
     while True:
         time.sleep(interval)
         usage = pids_usage()
         pressed = pressed + 1 if usage is not None and usage[0] >= PIDS_PRESSURE * usage[1] else 0
-        if usage is None or pressed < PRESSURE_SAMPLES:
-            continue
-        pressed = 0
-        if stop_then_kill(functools.partial(runaways, set(spare())), rounds=50):
-            print(
-                f"rocklet: {usage[0]} of {usage[1]} pids were in use: killed the processes no running "
-                "command owns",
-                file=sys.stderr,
-                flush=True,
-            )
-        reap_orphans()
+        if pressed >= PRESSURE_SAMPLES:
+            pressed = 0
+            relieve(spare())
+
+
+_spare: Callable[[], Collection[int]] | None = None
+"""Set once the guard runs (the rocklet is the sandbox's PID 1): the processes it must spare."""
+
+
+def before_command() -> None:
+    """A command about to start in a sandbox at its pids limit would fail to fork: free the runaways first."""
+    if _spare is not None:
+        relieve(_spare())

@@ -21,7 +21,7 @@ import time
 from rock.rocklet.errors import BadRequest, RockletError, ShellUnavailable
 from rock.rocklet.output import CappedOutput, observation
 from rock.rocklet.procs import enlarge_pipe, kill_session, readable, reap, session_members, spawn
-from rock.rocklet.runaway import mark_busy, mark_idle
+from rock.rocklet.runaway import before_command, mark_busy, mark_idle
 
 STARTUP_TIMEOUT = 10.0
 INTERRUPT_GRACE = 1.0
@@ -178,6 +178,7 @@ class ShellSession:
         return code
 
     def run(self, cmd: str, timeout: float, max_output: int) -> dict[str, object]:
+        before_command()
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._stop_shell()

@@ -118,8 +118,8 @@ class DiskWatch:
                 log.exception("the disk watch failed once; it keeps running")
 
     def forget(self, sandbox_id: str) -> None:
+        """Stop measuring the sandbox; why it was stopped stays known, for calls still in flight to report."""
         self._watched.pop(sandbox_id, None)
-        self.exceeded.pop(sandbox_id, None)
 
     def over_limit(self) -> list[tuple[str, int, int]]:
         """(sandbox id, bytes used, limit) of each watched sandbox over its limit (blocking: it walks)."""

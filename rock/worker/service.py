@@ -327,8 +327,8 @@ class WorkerService:
         self._specs.pop(sandbox_id, None)
         self._oom.discard(sandbox_id)
         self._oom_counters.pop(sandbox_id, None)
+        # Why a sandbox was given up on (disk, socket) stays known: a call still in flight reports it.
         self._disk.forget(sandbox_id)
-        self._tampered.pop(sandbox_id, None)
         self._removing.add(sandbox_id)
         try:
             await self._packages.detach(sandbox_id)
