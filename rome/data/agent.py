@@ -3,18 +3,10 @@ model at the proxy. It keeps the history and tool schemas it ran with, which bec
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from iflow.agent import ApprovalMode, TerminationReason
-from iflow.agent.build import AgentOptions, AgentParts, build_agent, llm_config
-from iflow.agent.runtime import AgentConfig
-from iflow.executors.rock import RockExecutor
-from iflow.llm import LLMClient
-from iflow.settings import load_settings
-from iflow.todos import TodoStore
+from iflow.agent import TerminationReason
+from iflow.agent.on_sandbox import sandbox_agent
 from rome.bench.agents import AgentOutcome, CommandRecord
 from rome.data.types import tool_steps
 from rome.terminal_tasks.sandbox import TrialSandbox
@@ -37,31 +29,20 @@ class CollectingAgent:
             return AgentOutcome(
                 error="collection runs iFlow's tools through ROCK sandboxes: use --sandbox rock"
             )
-        cwd = Path(tempfile.mkdtemp(prefix="rome-data-"))  # no host memory or hooks leak into the agent
-        try:
-            options = AgentOptions(
-                cwd=cwd, base_url=self.base_url, model=self.model, approval_mode=ApprovalMode.YOLO
-            )
-            settings = load_settings(cwd)
-            llm = LLMClient(llm_config(settings, options).model_copy(update={"timeout_s": timeout}))
-            executor = RockExecutor(sandbox.rock, workdir=sandbox.workdir)
-            config = AgentConfig(
-                approval_mode=ApprovalMode.YOLO,
-                context=settings.context,
-                max_time_s=timeout,
-                max_turns=self.max_turns,
-            )
-            parts = AgentParts(settings, options, llm, executor, TodoStore(executor.workdir), config)
-            agent = build_agent(parts)
+        with sandbox_agent(
+            sandbox.rock,
+            sandbox.workdir,
+            self.base_url,
+            self.model,
+            timeout,
+            self.max_turns,
+            tmp_prefix="rome-data-",
+        ) as (agent, _parts):
             try:
                 result = agent.run(task.instruction)
             finally:
                 self.messages = [dict(m) for m in agent.messages]
                 self.tools = [tool.schema() for tool in agent.tools.values()]
-                agent.close()
-                llm.close()
-        finally:
-            shutil.rmtree(cwd, ignore_errors=True)
         commands = [
             CommandRecord(
                 phase="agent",

@@ -8,18 +8,10 @@ continue (`CONTINUE_PROMPT`).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
-from iflow.agent import ApprovalMode, TerminationReason
-from iflow.agent.build import AgentOptions, AgentParts, build_agent, llm_config
-from iflow.agent.runtime import AgentConfig
-from iflow.executors.rock import RockExecutor
-from iflow.llm import LLMClient
-from iflow.settings import load_settings
-from iflow.todos import TodoStore
+from iflow.agent import TerminationReason
+from iflow.agent.on_sandbox import sandbox_agent
 from iflow.types import PromptProfile
 from roll.rollout.terminal.expert import ExpertStep
 from roll.rollout.terminal.prefill import CONTINUE_PROMPT, prefilled_history
@@ -66,39 +58,21 @@ class ResampledIflowAgent:
         self.prompt_profile = prompt_profile
 
     def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
-        cwd = Path(tempfile.mkdtemp(prefix="ale-terminal-"))  # no host memory or hooks leak in
-        try:
-            options = AgentOptions(
-                cwd=cwd,
-                base_url=self.base_url,
-                model=self.model,
-                approval_mode=ApprovalMode.YOLO,
-                prompt_profile=self.prompt_profile,
-            )
-            settings = load_settings(cwd)
-            # One call may take as long as the episode: a shorter read timeout would retry it while the
-            # engine still works on the first request (on a loaded CPU one call can take minutes).
-            llm = LLMClient(llm_config(settings, options).model_copy(update={"timeout_s": timeout}))
-            executor = RockExecutor(sandbox.rock, workdir=sandbox.workdir)
-            config = AgentConfig(
-                approval_mode=ApprovalMode.YOLO,
-                context=settings.context,
-                max_time_s=timeout,
-                max_turns=self.max_turns,
-            )
-            parts = AgentParts(settings, options, llm, executor, TodoStore(executor.workdir), config)
-            agent = build_agent(parts)
+        with sandbox_agent(
+            sandbox.rock,
+            sandbox.workdir,
+            self.base_url,
+            self.model,
+            timeout,
+            self.max_turns,
+            self.prompt_profile,
+            tmp_prefix="ale-terminal-",
+        ) as (agent, parts):
             prompt = task.instruction
             if self.prefix:
                 agent.messages = prefilled_history(parts, task.instruction, expert_messages(self.prefix))
                 prompt = CONTINUE_PROMPT
-            try:
-                result = agent.run(prompt)
-            finally:
-                agent.close()
-                llm.close()
-        finally:
-            shutil.rmtree(cwd, ignore_errors=True)
+            result = agent.run(prompt)
         log = f"[iflow] start {len(self.prefix)}: {result.termination.value}, {result.rounds} rounds"
         error = None
         if result.termination not in (TerminationReason.COMPLETED, TerminationReason.MAX_TURNS):
