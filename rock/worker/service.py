@@ -38,6 +38,7 @@ from rock.worker.config import WorkerConfig
 from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
 from rock.worker.disk import DiskWatch
 from rock.worker.identity import claim_id
+from rock.worker.oom import OomWatch
 from rock.worker.packages import PackageBridges
 from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
 
@@ -60,8 +61,7 @@ class WorkerService:
         self._packages = PackageBridges(config.pypi_cache, config.apt_cache)
         self._specs: dict[str, SandboxSpec] = {}
         self._starting: set[str] = set()
-        self._oom: set[str] = set()
-        self._oom_counters: dict[str, tuple[Path, str]] = {}
+        self._oom = OomWatch()
         self._removing: set[str] = set()
         self._disk = DiskWatch(self._blocking)
         self._closing = False
@@ -71,7 +71,6 @@ class WorkerService:
         self._listing: asyncio.Future[tuple[datetime, list[WorkerSandbox]]] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._docker: docker.DockerClient | None = None
-        self._events: Any = None
         self._heartbeats: asyncio.Task[None] | None = None
         self._disk_checks: asyncio.Task[None] | None = None
         self._http = httpx.AsyncClient(timeout=10.0)
@@ -110,7 +109,12 @@ class WorkerService:
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
         self._rocklet_key = await self._blocking(socket_dir.rocklet_key, self.config.state_dir)
         await self.reconcile()
-        threading.Thread(target=self._watch_oom, name="rock-oom-events", daemon=True).start()
+        threading.Thread(
+            target=self._oom.follow_events,
+            args=(lambda: self.docker, self.config.id),
+            name="rock-oom-events",
+            daemon=True,
+        ).start()
         self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
         self._disk_checks = asyncio.get_running_loop().create_task(self._disk.run(self.docker))
 
@@ -122,8 +126,7 @@ class WorkerService:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if self._events is not None:
-            self._events.close()
+        self._oom.close()
         for client in self._clients.values():
             await client.aclose()
         await self._http.aclose()
@@ -160,7 +163,7 @@ class WorkerService:
             return
         log.info("adopted sandbox %s", sandbox_id)
         self._clients[sandbox_id] = client
-        self._watch_memory(sandbox_id, container_id)
+        self._oom.watch(sandbox_id, container_id)
         if disk is not None:
             await self._disk.follow(self.docker, sandbox_id, disk)
 
@@ -233,7 +236,7 @@ class WorkerService:
                 raise
             self._clients[sandbox_id] = client
             self._specs[sandbox_id] = spec
-            self._watch_memory(sandbox_id, container_id)
+            self._oom.watch(sandbox_id, container_id)
             # Off the create's path: finding the upper layer is one more Docker call.
             self._in_background(self._follow_disk(sandbox_id, spec.disk_bytes))
             return CreatedOnWorker(host_dir=str(host_dir))
@@ -275,17 +278,6 @@ class WorkerService:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    def _watch_memory(self, sandbox_id: str, container_id: str) -> None:
-        counter = containers.oom_counter(container_id)
-        if counter is not None:
-            self._oom_counters[sandbox_id] = counter
-
-    def _oom_killed(self, sandbox_id: str) -> bool:
-        counter = self._oom_counters.get(sandbox_id)
-        if counter is not None and containers.oom_kills(counter) > 0:
-            self._oom.add(sandbox_id)
-        return sandbox_id in self._oom
-
     async def _image(self, spec: SandboxSpec) -> str:
         """The local image to run: built from `build_context`, or `image` resolved through the alias table."""
         from rock.images import ImageError, build_image, resolve_image
@@ -325,8 +317,7 @@ class WorkerService:
     async def _remove(self, sandbox_id: str) -> bool:
         client = self._clients.pop(sandbox_id, None)
         self._specs.pop(sandbox_id, None)
-        self._oom.discard(sandbox_id)
-        self._oom_counters.pop(sandbox_id, None)
+        self._oom.forget(sandbox_id)
         # Why a sandbox was given up on (disk, socket) stays known: a call still in flight reports it.
         self._disk.forget(sandbox_id)
         self._removing.add(sandbox_id)
@@ -353,7 +344,7 @@ class WorkerService:
         state = await self._blocking(containers.inspect_state, self.docker, sandbox_id)
         if state is None:
             return SandboxFailed(f"the container of sandbox {sandbox_id} is gone", FailureReason.WORKER_LOST)
-        if self._oom_killed(sandbox_id):
+        if self._oom.killed(sandbox_id):
             state["OOMKilled"] = True
         if state.get("Running") and not state.get("OOMKilled"):
             return None
@@ -377,32 +368,13 @@ class WorkerService:
             if failure is not None:
                 raise failure from exc
             raise
-        if self._oom_killed(sandbox_id):
+        if self._oom.killed(sandbox_id):
             failure = await self._diagnose(sandbox_id, self._specs.get(sandbox_id))
             if failure is not None:
                 raise failure
         return result
 
     # heartbeats -------------------------------------------------------------------------------------
-    def _watch_oom(self) -> None:
-        """Docker's `oom` events, so an OOM-kill inside a still-running container is noticed too. The stream
-        ends when the worker closes it, or when dockerd restarts: then it is opened again."""
-        while not self._closing:
-            try:
-                self._events = self.docker.events(
-                    decode=True,
-                    filters={"event": "oom", "label": f"{containers.LABEL_WORKER}={self.config.id}"},
-                )
-                for event in self._events:
-                    sandbox_id = event.get("Actor", {}).get("Attributes", {}).get(containers.LABEL_SANDBOX)
-                    if sandbox_id:
-                        log.warning("sandbox %s was OOM-killed", sandbox_id)
-                        self._oom.add(sandbox_id)
-            except Exception as exc:  # closed by the worker, or dockerd went away
-                log.debug("oom event stream ended: %r", exc)
-            if not self._closing:
-                time.sleep(1.0)
-
     @property
     def sandbox_count(self) -> int:
         """Sandboxes this worker holds a rocklet connection to."""
@@ -425,10 +397,9 @@ class WorkerService:
     async def list_sandboxes(self) -> tuple[datetime, list[WorkerSandbox]]:
         """(when listed, this worker's containers with their status), leaving out ones being removed."""
         listed_at = datetime.now(UTC)
-        for sandbox_id in list(self._oom_counters):
-            self._oom_killed(sandbox_id)
+        oom_killed = self._oom.killed_ids()
         found = await asyncio.get_running_loop().run_in_executor(
-            self._heartbeat_pool, containers.list_sandboxes, self.docker, self.config.id, set(self._oom)
+            self._heartbeat_pool, containers.list_sandboxes, self.docker, self.config.id, oom_killed
         )
         # A container that stopped took its socket with it; only a running one can have replaced it.
         running = {
