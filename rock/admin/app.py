@@ -113,11 +113,11 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
 
     @app.get("/v1/sandboxes", responses=R.errors())
     async def list_sandboxes(who: Caller, all: bool = False) -> list[SandboxInfo]:
-        return admin.list(who, include_deleted=all)
+        return await admin.list(who, include_deleted=all)
 
     @app.get("/v1/sandboxes/{sandbox_id}", responses=R.errors(*R.SANDBOX))
     async def get(sandbox_id: str, who: Caller) -> SandboxInfo:
-        return admin.get(sandbox_id, who)
+        return await admin.get(sandbox_id, who)
 
     @app.delete("/v1/sandboxes/{sandbox_id}", responses=R.errors(*R.SANDBOX))
     async def delete(sandbox_id: str, who: Caller) -> SandboxInfo:

@@ -1,7 +1,10 @@
 """The admin's logic: admission, placement, the state machine, worker heartbeats, and the reaper.
 
-The store holds every sandbox; `_live` caches the pending and running ones so forwarding a command reads
-no database. Workers are reached over HTTP (the local one too), with the fleet's worker credential.
+Decisions are made in memory: `_live` holds the pending and running sandboxes and the scheduler their room,
+so neither placing a sandbox, forwarding a command nor answering a heartbeat reads the database. The store
+is the durable record, written off the event loop in batches (rock.admin.writer); a create or a delete is
+answered only once its row is committed. Workers are reached over HTTP (the local one too), with the fleet's
+worker credential.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
 from rock.admin.states import LIVE, advance, path_to
 from rock.admin.store import SandboxStore, safe_url
+from rock.admin.writer import StoreFailed, StoreWriter
 from rock.sdk.errors import (
     RockError,
     SandboxFailed,
@@ -41,6 +45,10 @@ from rock.worker.contract import CreatedOnWorker, CreateOnWorker, Heartbeat, Hea
 log = logging.getLogger("rock.admin")
 _CLOCK_SKEW = timedelta(seconds=5)
 """Margin between the admin's and a worker's clocks when judging which sandboxes a heartbeat must list."""
+_WORKER_CALLS = 256
+"""Requests to workers in flight at once (httpx's pool size): the others wait on a semaphore, because
+httpx's pool rescans every request queued in it on each change, which past a few hundred queued took most of
+the admin's CPU in a burst of creates."""
 S = SandboxState
 
 
@@ -49,11 +57,14 @@ class Admin:
         self.config = config
         self.auth = Authenticator(config.api_keys, config.host, worker_token(config))
         self.store = SandboxStore(config.store_url)
+        self.writer = StoreWriter(self.store)
         self.scheduler = Scheduler(config.max_waiting)
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
         self.http = httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0), limits=httpx.Limits(max_connections=256, keepalive_expiry=10.0)
+            timeout=httpx.Timeout(30.0),
+            limits=httpx.Limits(max_connections=_WORKER_CALLS, keepalive_expiry=10.0),
         )
+        self._worker_calls = asyncio.Semaphore(_WORKER_CALLS)
         self._live: dict[str, SandboxInfo] = {}
         self._on_worker: dict[str | None, set[str]] = {}
         """Live sandbox ids per worker, so a heartbeat costs O(that worker's sandboxes)."""
@@ -73,6 +84,7 @@ class Admin:
     # lifecycle of the admin itself ------------------------------------------------------------------
     async def start(self) -> None:
         """Reload the store: running sandboxes hold their room again; ones caught starting have failed."""
+        self.writer.start()
         for info, last_activity in self.store.list(LIVE):
             if info.state is S.PENDING:
                 self._save(
@@ -102,7 +114,8 @@ class Admin:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        self.store.touch(self._dirty_activity)
+        self.writer.touch(self._dirty_activity)
+        await self.writer.close()
         await self.http.aclose()
         self.store.close()
 
@@ -120,7 +133,8 @@ class Admin:
         self._on_worker.setdefault(info.worker_id, set()).add(info.id)
 
     def _save(self, info: SandboxInfo) -> SandboxInfo:
-        self.store.save(info, self._activity.get(info.id, time.time()))
+        """Record `info` in memory now and queue its row (`await self.writer.flush()` to know it landed)."""
+        self.writer.save(info, self._activity.get(info.id, time.time()))
         if info.state in LIVE:
             self._hold_live(info)
         else:
@@ -133,11 +147,12 @@ class Admin:
         self.metrics.live.set(len(self._live))
         return info
 
-    def _fail(self, info: SandboxInfo, reason: FailureReason, detail: str) -> SandboxInfo:
+    def _fail(self, info: SandboxInfo, reason: FailureReason, detail: str) -> SandboxInfo | None:
+        """Move a live sandbox to failed; None when it had already stopped, failed or been deleted (the first
+        outcome stands)."""
         current = self._live.get(info.id)
-        if current is None:  # already stopped, failed or deleted: the first outcome stands
-            row = self.store.get(info.id)
-            return row[0] if row is not None else info
+        if current is None:
+            return None
         info = current
         log.warning("sandbox %s failed (%s): %s", info.id, reason.value, detail)
         self.metrics.failures.labels(reason.value).inc()
@@ -151,18 +166,28 @@ class Admin:
         with contextlib.suppress(RockError):
             await self._send(worker_id, "DELETE", sandbox_path(sandbox_id), timeout=30.0)
 
-    def get(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
-        info = self._live.get(sandbox_id)
+    async def _failed(self, info: SandboxInfo, reason: FailureReason, detail: str) -> SandboxInfo:
+        """`_fail`, or else the outcome recorded first."""
+        return self._fail(info, reason, detail) or await self._recorded(info.id) or info
+
+    async def _recorded(self, sandbox_id: str) -> SandboxInfo | None:
+        info = self._live.get(sandbox_id) or self.writer.latest(sandbox_id)
         if info is None:
-            row = self.store.get(sandbox_id)
+            row = await asyncio.to_thread(self.store.get, sandbox_id)
             info = None if row is None else row[0]
+        return info
+
+    async def get(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
+        info = await self._recorded(sandbox_id)
         if info is None or info.state is S.DELETED or not _may_see(caller, info):
             raise SandboxNotFound(f"no sandbox {sandbox_id!r}; `rock sandbox ls` lists the ones that exist")
         return info
 
-    def list(self, caller: KeyPolicy, include_deleted: bool = False) -> list[SandboxInfo]:
+    async def list(self, caller: KeyPolicy, include_deleted: bool = False) -> list[SandboxInfo]:
         states = None if include_deleted else [s for s in S if s is not S.DELETED]
-        return [info for info, _ in self.store.list(states) if _may_see(caller, info)]
+        await self.writer.flush()
+        rows = await asyncio.to_thread(self.store.list, states)
+        return [info for info, _ in rows if _may_see(caller, info)]
 
     # create / delete --------------------------------------------------------------------------------
     async def create(
@@ -204,8 +229,7 @@ class Admin:
             raise SandboxFailed(exc.message, FailureReason.START_ERROR) from exc
         current = self._live.get(sandbox_id)
         if current is None:  # deleted, or failed (its worker lost, say) while it started
-            row = self.store.get(sandbox_id)
-            final = row[0] if row else info
+            final = await self._recorded(sandbox_id) or info
             raise SandboxFailed(
                 f"sandbox {sandbox_id} ended while it started ({final.state.value}): {final.detail}",
                 final.failure_reason or FailureReason.START_ERROR,
@@ -222,6 +246,12 @@ class Admin:
             now=started,
         )
         self._save(info)
+        try:
+            await self.writer.flush()
+        except StoreFailed as exc:
+            self._fail(info, FailureReason.START_ERROR, exc.message)
+            self.metrics.creates.labels("failed").inc()
+            raise
         if gone is not None and gone.is_set():
             self.metrics.creates.labels("abandoned").inc()
             await self.delete(sandbox_id, LOCAL)
@@ -257,9 +287,10 @@ class Admin:
             info = self._save(info.model_copy(update={"worker_id": worker_id}))
 
     async def delete(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
-        info = await self._stop(self.get(sandbox_id, caller), detail="deleted by its owner")
+        info = await self._stop(await self.get(sandbox_id, caller), detail="deleted by its owner")
         for state in path_to(info.state, S.DELETED):
             info = self._save(advance(info, state))
+        await self.writer.flush()
         return info
 
     async def _stop(self, info: SandboxInfo, detail: str) -> SandboxInfo:
@@ -289,7 +320,7 @@ class Admin:
         timeout: float | None = 60.0,
         **kwargs: object,
     ) -> httpx.Response:
-        info = self.get(sandbox_id, caller)
+        info = await self.get(sandbox_id, caller)
         if info.state is S.FAILED:
             raise SandboxFailed(
                 f"sandbox {sandbox_id} failed ({info.failure_reason}): {info.detail}", info.failure_reason
@@ -306,9 +337,9 @@ class Admin:
                 info.worker_id, method, sandbox_path(sandbox_id, op), timeout=timeout, **kwargs
             )
         except SandboxFailed as exc:
-            raise _as_recorded(self._fail(info, _reason(exc.reason), exc.message), exc) from exc
+            raise _as_recorded(await self._failed(info, _reason(exc.reason), exc.message), exc) from exc
         except SandboxNotFound as exc:
-            failed = self._fail(
+            failed = await self._failed(
                 info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container"
             )
             raise _as_recorded(failed, SandboxFailed(exc.message, FailureReason.WORKER_LOST)) from exc
@@ -342,7 +373,8 @@ class Admin:
             request = self.http.build_request(
                 method, worker.url + path, headers=headers, timeout=timeout, **kwargs
             )  # type: ignore[arg-type]
-            response = await self.http.send(request, stream=stream)
+            async with self._worker_calls:
+                response = await self.http.send(request, stream=stream)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             self.scheduler.mark_unreachable(worker_id)
             raise WorkerUnavailable(f"worker {worker_id} at {worker.url} cannot be reached: {exc!r}") from exc
@@ -409,7 +441,7 @@ class Admin:
 
     def _check_once(self) -> None:
         activity, self._dirty_activity = self._dirty_activity, {}
-        self.store.touch(activity)
+        self.writer.touch(activity)
         now_mono, now = time.monotonic(), time.time()
         for worker in list(self.scheduler.workers.values()):
             silent = now_mono - worker.last_heartbeat

@@ -6,10 +6,10 @@ loses nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from sqlalchemy import Float, String, Text, create_engine, event, exc, select
+from sqlalchemy import Float, String, Text, bindparam, create_engine, event, exc, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine, make_url
@@ -53,6 +53,23 @@ def safe_url(url: str) -> str:
 
 
 _UPSERTS = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
+_COLUMNS = ("id", "owner", "state", "worker_id", "last_activity", "info")
+_TOUCH = (
+    update(SandboxRow)
+    .where(SandboxRow.id == bindparam("sid"), SandboxRow.last_activity < bindparam("when"))
+    .values(last_activity=bindparam("when"))
+)
+
+
+def _row(info: SandboxInfo, last_activity: float) -> dict[str, object]:
+    return {
+        "id": info.id,
+        "owner": info.owner,
+        "state": info.state.value,
+        "worker_id": info.worker_id,
+        "last_activity": last_activity,
+        "info": info.model_dump_json(),
+    }
 
 
 class StoreUnavailable(ValueError):
@@ -60,12 +77,13 @@ class StoreUnavailable(ValueError):
 
 
 class SandboxStore:
-    """Synchronous and short: each call is one small transaction."""
+    """Synchronous: each call is one transaction. The admin calls it from a thread (rock.admin.writer),
+    never on its event loop."""
 
     def __init__(self, url: str) -> None:
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        shown = safe_url(url)
+        shown = self.shown_url = safe_url(url)
         try:
             self._engine: Engine = create_engine(url)
         except (ImportError, exc.NoSuchModuleError) as error:
@@ -81,7 +99,11 @@ class SandboxStore:
             raise StoreUnavailable(
                 f"the store {shown} is neither SQLite nor PostgreSQL, the two ROCK supports"
             )
-        self._insert = _UPSERTS[self._engine.dialect.name]
+        insert = _UPSERTS[self._engine.dialect.name](SandboxRow)
+        self._upsert = insert.on_conflict_do_update(
+            index_elements=[SandboxRow.id],
+            set_={column: insert.excluded[column] for column in _COLUMNS if column != "id"},
+        )
         try:
             _Base.metadata.create_all(self._engine)
         except exc.OperationalError as error:
@@ -93,21 +115,16 @@ class SandboxStore:
             ) from None
 
     def save(self, info: SandboxInfo, last_activity: float) -> None:
-        """Insert or replace the sandbox's row in one statement (an upsert: no read first)."""
-        row = {
-            "id": info.id,
-            "owner": info.owner,
-            "state": info.state.value,
-            "worker_id": info.worker_id,
-            "last_activity": last_activity,
-            "info": info.model_dump_json(),
-        }
-        statement = self._insert(SandboxRow).values(row)
-        statement = statement.on_conflict_do_update(
-            index_elements=[SandboxRow.id], set_={k: v for k, v in row.items() if k != "id"}
-        )
+        """Insert or replace the sandbox's row (an upsert: no read first)."""
+        self.commit([(info, last_activity)], {})
+
+    def commit(self, rows: Sequence[tuple[SandboxInfo, float]], activity: dict[str, float]) -> None:
+        """Upsert `rows` and record `activity` (see `touch`) in one transaction: all of it lands or none."""
         with self._engine.begin() as connection:
-            connection.execute(statement)
+            if rows:
+                connection.execute(self._upsert, [_row(info, last) for info, last in rows])
+            if activity:
+                connection.execute(_TOUCH, [{"sid": sid, "when": when} for sid, when in activity.items()])
 
     def get(self, sandbox_id: str) -> tuple[SandboxInfo, float] | None:
         with Session(self._engine) as session:
@@ -123,14 +140,8 @@ class SandboxStore:
             return [(SandboxInfo.model_validate_json(r.info), r.last_activity) for r in rows]
 
     def touch(self, activity: dict[str, float]) -> None:
-        """Record the last request time of many sandboxes at once (the admin batches these)."""
-        if not activity:
-            return
-        with Session(self._engine) as session, session.begin():
-            for sandbox_id, when in activity.items():
-                row = session.get(SandboxRow, sandbox_id)
-                if row is not None:
-                    row.last_activity = max(row.last_activity, when)
+        """Record the last request time of many sandboxes at once; a time never moves backwards."""
+        self.commit([], activity)
 
     def close(self) -> None:
         self._engine.dispose()

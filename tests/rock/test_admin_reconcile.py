@@ -59,9 +59,9 @@ async def test_a_restarted_admin_holds_running_sandboxes_and_fails_half_started_
     )
     admin = await _admin(tmp_path, database_url, _running("a"), starting)
     try:
-        assert admin.get("a", LOCAL).state is S.RUNNING
+        assert (await admin.get("a", LOCAL)).state is S.RUNNING
         assert admin.scheduler.worker_of("a") == "w1" and admin.scheduler.worker_of("p") is None
-        failed = admin.get("p", LOCAL)
+        failed = await admin.get("p", LOCAL)
         assert (failed.state, failed.failure_reason) == (S.FAILED, FailureReason.START_ERROR)
         assert "admin restarted" in (failed.detail or "")
     finally:
@@ -79,8 +79,8 @@ async def test_heartbeats_reconcile_containers_with_the_store(tmp_path, database
             )
         )
         assert sorted(reply.remove) == ["oom", "stranger"]
-        assert admin.get("kept", LOCAL).state is S.RUNNING
-        oom, vanished = admin.get("oom", LOCAL), admin.get("vanished", LOCAL)
+        assert (await admin.get("kept", LOCAL)).state is S.RUNNING
+        oom, vanished = await admin.get("oom", LOCAL), await admin.get("vanished", LOCAL)
         assert (oom.state, oom.failure_reason, oom.detail) == (
             S.FAILED,
             FailureReason.OOM_KILLED,
@@ -107,7 +107,7 @@ async def test_a_sandbox_started_after_the_listing_is_not_judged_missing(tmp_pat
     admin = await _admin(tmp_path, database_url, fresh)
     try:
         admin.heartbeat(_beat())
-        assert admin.get("new", LOCAL).state is S.RUNNING
+        assert (await admin.get("new", LOCAL)).state is S.RUNNING
     finally:
         await admin.close()
 
@@ -120,10 +120,10 @@ async def test_a_silent_worker_is_lost_with_its_sandboxes(tmp_path, database_url
         admin.scheduler.workers["w1"].last_heartbeat -= 60
         admin._check_once()
         assert set(admin.scheduler.workers) == {"w2"}
-        lost = admin.get("a", LOCAL)
+        lost = await admin.get("a", LOCAL)
         assert (lost.state, lost.failure_reason) == (S.FAILED, FailureReason.WORKER_LOST)
-        assert admin.get("b", LOCAL).state is S.RUNNING
-        assert [i.id for i in admin.list(LOCAL)] == ["a", "b"]
+        assert (await admin.get("b", LOCAL)).state is S.RUNNING
+        assert [i.id for i in await admin.list(LOCAL)] == ["a", "b"]
     finally:
         await admin.close()
 
@@ -143,12 +143,13 @@ async def test_the_reaper_stops_expired_and_idle_sandboxes(tmp_path, database_ur
             if len(admin._live) == 1:
                 break
             await asyncio.sleep(0.02)
-        assert admin.get("busy", LOCAL).state is S.RUNNING
-        assert (
-            admin.get("idle", LOCAL).state is S.STOPPED
-            and "idle for more than 60 s" in admin.get("idle", LOCAL).detail
-        )
-        assert admin.get("expired", LOCAL).state is S.STOPPED and "ttl" in admin.get("expired", LOCAL).detail
+        assert (await admin.get("busy", LOCAL)).state is S.RUNNING
+        assert (await admin.get("idle", LOCAL)).state is S.STOPPED and "idle for more than 60 s" in (
+            await admin.get("idle", LOCAL)
+        ).detail
+        assert (await admin.get("expired", LOCAL)).state is S.STOPPED and "ttl" in (
+            await admin.get("expired", LOCAL)
+        ).detail
     finally:
         await admin.close()
 
@@ -162,7 +163,8 @@ async def test_a_failure_a_heartbeat_recorded_first_is_the_one_callers_get(tmp_p
     admin = await _admin(tmp_path, database_url, _running("full"))
     try:
         admin.heartbeat(_beat(WorkerSandbox(id="full", status="disk_quota", detail="over 200 MiB")))
-        later = admin._fail(admin.get("full", LOCAL), FailureReason.WORKER_LOST, "its container is gone")
+        full = await admin.get("full", LOCAL)
+        later = await admin._failed(full, FailureReason.WORKER_LOST, "its container is gone")
         assert (later.state, later.failure_reason) == (S.FAILED, FailureReason.DISK_QUOTA)
         assert later.detail == "over 200 MiB"
         seen = _as_recorded(later, SandboxFailed("its container is gone", FailureReason.WORKER_LOST))

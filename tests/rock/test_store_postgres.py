@@ -61,7 +61,7 @@ async def test_the_admin_never_logs_the_database_password(local_postgres, tmp_pa
     )
     admin.store.save(advance(pending, SandboxState.RUNNING), 0.0)
     await admin.start()
-    assert admin.get("a", LOCAL).state is SandboxState.RUNNING
+    assert (await admin.get("a", LOCAL)).state is SandboxState.RUNNING
     await admin.close()
     assert "1 sandboxes keep running" in caplog.text
     assert local_postgres.password not in caplog.text and "rock:***@127.0.0.1" in caplog.text
