@@ -40,6 +40,8 @@ from rock.images import resolve_image
 from rock.local_postgres import LocalPostgres
 
 ROCK_PUBLISHED_P50_AT_16K = 40.0
+CLIENT_POOL = 50
+"""Connections per httpx pool of the client."""
 SPEC = {"image": "busybox", "cpus": 0.5, "memory": "256m", "ttl": 3600, "queue_timeout": 600}
 
 
@@ -76,25 +78,42 @@ def measure_docker(samples: int) -> dict[str, list[float]]:
 
 async def burst(url: str, count: int, connections: int) -> list[tuple[float, str | None, str]]:
     """Submit `count` creates at once; (seconds to answer, sandbox id or None, outcome) each."""
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    # httpx's pool rescans every queued request on each change: past a few thousand queued it spends the
-    # client's CPU there, so the requests beyond `connections` wait on a semaphore instead.
-    gate = asyncio.Semaphore(connections)
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(900.0)) as http:
+    # httpx's pool rescans every connection it holds and every request queued in it on each change: with
+    # 1,000 connections in one pool, or thousands queued, that starved the client's CPU. So the connections
+    # are spread over pools of CLIENT_POOL, and the requests beyond them wait on a semaphore per pool.
+    pools = [
+        (
+            httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+                timeout=httpx.Timeout(900.0),
+            ),
+            asyncio.Semaphore(size),
+        )
+        for size in _split(connections, CLIENT_POOL)
+    ]
 
-        async def one() -> tuple[float, str | None, str]:
-            began = time.monotonic()
-            try:
-                async with gate:
-                    response = await http.post(f"{url}/v1/sandboxes", json=SPEC)
-            except httpx.HTTPError as exc:
-                return time.monotonic() - began, None, type(exc).__name__
-            elapsed = time.monotonic() - began
-            if response.status_code != 201:
-                return elapsed, None, f"HTTP {response.status_code}"
-            return elapsed, response.json()["id"], "ok"
+    async def one(http: httpx.AsyncClient, gate: asyncio.Semaphore) -> tuple[float, str | None, str]:
+        began = time.monotonic()
+        try:
+            async with gate:
+                response = await http.post(f"{url}/v1/sandboxes", json=SPEC)
+        except httpx.HTTPError as exc:
+            return time.monotonic() - began, None, type(exc).__name__
+        elapsed = time.monotonic() - began
+        if response.status_code != 201:
+            return elapsed, None, f"HTTP {response.status_code}"
+        return elapsed, response.json()["id"], "ok"
 
-        return list(await asyncio.gather(*(one() for _ in range(count))))
+    try:
+        return list(await asyncio.gather(*(one(*pools[i % len(pools)]) for i in range(count))))
+    finally:
+        for http, _ in pools:
+            await http.aclose()
+
+
+def _split(total: int, size: int) -> list[int]:
+    """`total` in parts of at most `size`: _split(120, 50) == [50, 50, 20]."""
+    return [min(size, total - start) for start in range(0, total, size)]
 
 
 def start_workers(

@@ -24,6 +24,7 @@ from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
 from rock.admin.states import LIVE, advance, path_to
 from rock.admin.store import SandboxStore, safe_url
+from rock.admin.worker_calls import WorkerCalls, WorkerUnreachable
 from rock.admin.writer import StoreFailed, StoreWriter
 from rock.sdk.errors import (
     RockError,
@@ -31,7 +32,6 @@ from rock.sdk.errors import (
     SandboxNotFound,
     SandboxNotRunning,
     WorkerUnavailable,
-    error_from_response,
 )
 from rock.sdk.types import (
     CreateSandboxRequest,
@@ -45,10 +45,6 @@ from rock.worker.contract import CreatedOnWorker, CreateOnWorker, Heartbeat, Hea
 log = logging.getLogger("rock.admin")
 _CLOCK_SKEW = timedelta(seconds=5)
 """Margin between the admin's and a worker's clocks when judging which sandboxes a heartbeat must list."""
-_WORKER_CALLS = 256
-"""Requests to workers in flight at once (httpx's pool size): the others wait on a semaphore, because
-httpx's pool rescans every request queued in it on each change, which past a few hundred queued took most of
-the admin's CPU in a burst of creates."""
 S = SandboxState
 
 
@@ -60,11 +56,7 @@ class Admin:
         self.writer = StoreWriter(self.store)
         self.scheduler = Scheduler(config.max_waiting)
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
-        self.http = httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0),
-            limits=httpx.Limits(max_connections=_WORKER_CALLS, keepalive_expiry=10.0),
-        )
-        self._worker_calls = asyncio.Semaphore(_WORKER_CALLS)
+        self.calls = WorkerCalls(self.auth.worker_token)
         self._live: dict[str, SandboxInfo] = {}
         self._on_worker: dict[str | None, set[str]] = {}
         """Live sandbox ids per worker, so a heartbeat costs O(that worker's sandboxes)."""
@@ -116,7 +108,7 @@ class Admin:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.writer.touch(self._dirty_activity)
         await self.writer.close()
-        await self.http.aclose()
+        await self.calls.aclose()
         self.store.close()
 
     def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
@@ -368,26 +360,13 @@ class Admin:
         worker = self.scheduler.workers.get(worker_id)
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
-        headers = {**(headers or {}), "Authorization": f"Bearer {self.auth.worker_token}"}
         try:
-            request = self.http.build_request(
-                method, worker.url + path, headers=headers, timeout=timeout, **kwargs
-            )  # type: ignore[arg-type]
-            async with self._worker_calls:
-                response = await self.http.send(request, stream=stream)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            return await self.calls.send(
+                worker_id, worker.url, method, path, timeout=timeout, headers=headers, stream=stream, **kwargs
+            )
+        except WorkerUnreachable:
             self.scheduler.mark_unreachable(worker_id)
-            raise WorkerUnavailable(f"worker {worker_id} at {worker.url} cannot be reached: {exc!r}") from exc
-        except httpx.HTTPError as exc:
-            raise WorkerUnavailable(f"worker {worker_id} at {worker.url} did not answer: {exc!r}") from exc
-        if response.is_success:
-            return response
-        if stream:
-            await response.aread()
-            await response.aclose()
-        raise error_from_response(
-            response.status_code, response.content, response.headers.get("Retry-After"), worker.url
-        )
+            raise
 
     # workers ----------------------------------------------------------------------------------------
     def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
@@ -448,6 +427,7 @@ class Admin:
             if silent > self.config.heartbeat_timeout:
                 log.warning("worker %s missed its heartbeats for %.0f s: lost", worker.id, silent)
                 self.scheduler.remove_worker(worker.id)
+                self._spawn(self.calls.forget(worker.id))
                 for info in [i for i in self._live.values() if i.worker_id == worker.id]:
                     self._fail(
                         info, FailureReason.WORKER_LOST, f"worker {worker.id} stopped sending heartbeats"
