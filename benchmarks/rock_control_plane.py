@@ -34,6 +34,7 @@ from pathlib import Path
 
 import docker
 import httpx
+import psutil
 
 from rock.fleet import LocalFleet, short_tmp
 from rock.images import resolve_image
@@ -155,11 +156,36 @@ def read_stats(processes: list[tuple[subprocess.Popen[bytes], Path]]) -> dict[st
     return simulated
 
 
+def cpu_seconds(parts: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each part's processes (with their children, but the
+    client's own process alone) and by the whole machine ("machine"), to tell where a round's time went."""
+    used = {}
+    for name, pids in parts.items():
+        total = 0.0
+        for pid in pids:
+            try:
+                process = psutil.Process(pid)
+                family = [process] if name == "client" else [process, *process.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            for member in family:
+                try:
+                    times = member.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                total += times.user + times.system
+        used[name] = total
+    machine = psutil.cpu_times()
+    used["machine"] = machine.user + machine.system + machine.nice + machine.irq + machine.softirq
+    return used
+
+
 def report(
     count: int,
     answers: list[tuple[float, str | None, str]],
     wall: float,
     simulated: dict[str, float],
+    cpu: dict[str, float],
     results: dict[str, object],
 ) -> None:
     ok = [(t, sid) for t, sid, outcome in answers if outcome == "ok" and sid]
@@ -179,12 +205,23 @@ def report(
         "e2e_p99": percentile(e2e, 99),
         "control_plane_p50": percentile(control, 50),
         "control_plane_p99": percentile(control, 99),
+        "cpu_s": cpu,
+        "cores": os.cpu_count(),
+        "load_avg_1m": os.getloadavg()[0],
     }
     results[str(count)] = row
     print(
         f"{count:>6} sandboxes: {len(ok)} ok in {wall:.0f} s, {row['decisions_per_s']:.0f} decisions/s, end "
         f"to end P50 {row['e2e_p50']:.2f} s P99 {row['e2e_p99']:.2f} s, control plane P50 "
         f"{row['control_plane_p50']:.2f} s P99 {row['control_plane_p99']:.2f} s, failures {failures}",
+        flush=True,
+    )
+    parts = {k: v for k, v in cpu.items() if k != "machine"}
+    print(
+        f"        CPU seconds in the round ({os.cpu_count()} cores x {wall:.0f} s = "
+        f"{(os.cpu_count() or 1) * wall:.0f} available): "
+        f"{', '.join(f'{k} {v:.0f}' for k, v in parts.items())}, other processes "
+        f"{cpu['machine'] - sum(parts.values()):.0f}; load average {row['load_avg_1m']:.1f}",
         flush=True,
     )
 
@@ -217,10 +254,19 @@ def main() -> None:
             try:
                 fleet.wait_for_workers(args.workers, timeout=300)
                 print(f"{args.workers} simulated workers, {args.per_process} per process, {slots} slots each")
+                assert fleet.admin.proc is not None and pg.proc is not None
+                parts = {
+                    "client": [os.getpid()],
+                    "admin": [fleet.admin.proc.pid],
+                    "workers": [p.pid for p, _ in processes],
+                    "postgres": [pg.proc.pid],
+                }
                 for count in rounds:
-                    began = time.monotonic()
+                    before, began = cpu_seconds(parts), time.monotonic()
                     answers = asyncio.run(burst(fleet.url, count, args.connections))
-                    report(count, answers, time.monotonic() - began, read_stats(processes), results)
+                    wall, after = time.monotonic() - began, cpu_seconds(parts)
+                    cpu = {k: after[k] - before[k] for k in after}
+                    report(count, answers, wall, read_stats(processes), cpu, results)
             finally:
                 stop_workers(processes)
     if "16000" in results:
