@@ -33,6 +33,13 @@ class Worker:
     url: str
     capacity: WorkerCapacity
     last_heartbeat: float
+    last_answer: float = 0.0
+    """When it last answered one of the admin's requests: as good a sign of life as a heartbeat, and in a
+    burst of creates, whose heartbeats queue behind them in the admin, a more recent one."""
+
+    @property
+    def last_heard(self) -> float:
+        return max(self.last_heartbeat, self.last_answer)
 
 
 @dataclass

@@ -361,12 +361,14 @@ class Admin:
         if worker is None:
             raise WorkerUnavailable(f"worker {worker_id} is not connected; retry in a few seconds")
         try:
-            return await self.calls.send(
+            response = await self.calls.send(
                 worker_id, worker.url, method, path, timeout=timeout, headers=headers, stream=stream, **kwargs
             )
         except WorkerUnreachable:
             self.scheduler.mark_unreachable(worker_id)
             raise
+        worker.last_answer = time.monotonic()
+        return response
 
     # workers ----------------------------------------------------------------------------------------
     def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
@@ -423,9 +425,9 @@ class Admin:
         self.writer.touch(activity)
         now_mono, now = time.monotonic(), time.time()
         for worker in list(self.scheduler.workers.values()):
-            silent = now_mono - worker.last_heartbeat
+            silent = now_mono - worker.last_heard
             if silent > self.config.heartbeat_timeout:
-                log.warning("worker %s missed its heartbeats for %.0f s: lost", worker.id, silent)
+                log.warning("worker %s sent no heartbeat nor answer for %.0f s: lost", worker.id, silent)
                 self.scheduler.remove_worker(worker.id)
                 self._spawn(self.calls.forget(worker.id))
                 for info in [i for i in self._live.values() if i.worker_id == worker.id]:

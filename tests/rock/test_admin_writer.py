@@ -16,12 +16,13 @@ import pytest
 import uvicorn
 
 from rock.admin.app import create_app
+from rock.admin.auth import LOCAL
 from rock.admin.config import AdminConfig
 from rock.admin.service import Admin
 from rock.admin.states import advance
 from rock.admin.store import SandboxStore
 from rock.admin.writer import StoreFailed, StoreWriter
-from rock.sdk.types import SandboxInfo, SandboxSpec, SandboxState
+from rock.sdk.types import FailureReason, SandboxInfo, SandboxSpec, SandboxState
 from rock.serving import bind, uvicorn_config
 from rock.worker.contract import HEARTBEAT_PATH, Heartbeat, HeartbeatReply, WorkerSandbox
 from rock.worker.simulated import SimulatedRuntime, SimulatedWorker
@@ -224,3 +225,23 @@ async def test_a_create_whose_row_the_database_refuses_fails_and_frees_its_conta
         assert [(i["id"], i["state"]) for i in listed if i["state"] == "running"] == [
             (kept.json()["id"], "running")
         ]
+
+
+async def test_a_worker_answering_creates_is_not_lost_while_its_heartbeats_are_late(tmp_path):
+    """In a burst, a worker's heartbeats queue in the admin behind creates; its answers to those creates
+    show it alive all the same. A worker silent both ways is lost."""
+    async with _Fleet(tmp_path, f"sqlite:///{tmp_path / 'admin.db'}") as fleet:
+        await fleet.beat()
+        worker = fleet.admin.scheduler.workers["w1"]
+        worker.last_heartbeat -= 60  # far past heartbeat_timeout (15 s)
+        created = await fleet.create()
+        assert created.status_code == 201
+        fleet.admin._check_once()
+        assert "w1" in fleet.admin.scheduler.workers
+        assert (await fleet.admin.get(created.json()["id"], LOCAL)).state is S.RUNNING
+
+        worker.last_answer -= 60
+        fleet.admin._check_once()
+        assert "w1" not in fleet.admin.scheduler.workers
+        lost = await fleet.admin.get(created.json()["id"], LOCAL)
+        assert (lost.state, lost.failure_reason) == (S.FAILED, FailureReason.WORKER_LOST)
