@@ -104,6 +104,38 @@ def test_episode_metrics_count_how_terminal_episodes_ended() -> None:
     assert (metrics["episodes"], metrics["agent_timeouts"], metrics["agent_errors"]) == (5, 2, 1)
 
 
+def test_episode_metrics_split_terminal_success_by_start_point() -> None:
+    from roll.pipeline.tracking import episode_metrics
+    from roll.types import Chunk, Trajectory
+
+    def episode(success: bool, **extra: object) -> Trajectory:
+        metadata = {
+            "success": success,
+            "turns": 1,
+            "format_errors": 0,
+            "output_tokens": 5,
+            "truncated_outputs": 0,
+            "gen_s": 1.0,
+            "env_s": 1.0,
+            **extra,
+        }
+        chunk = Chunk(context_ids=[1], output_ids=[2], weight_version=0)
+        return Trajectory(chunks=[chunk], reward=float(success), metadata=metadata)
+
+    outcomes = [(0, True), (2, True), (0, False), (2, True), (2, False)]
+    batch = [episode(won, start=start) for start, won in outcomes]
+    batch.append(episode(True, start=2, imitation=True))  # the imitation fallback is no episode
+    metrics = episode_metrics(batch)
+    by_start = {key: value for key, value in metrics.items() if "_by_start/" in key}
+    assert by_start == {
+        "episodes_by_start/0": 2,
+        "success_by_start/0": 0.5,
+        "episodes_by_start/2": 3,
+        "success_by_start/2": 2 / 3,
+    }
+    assert not any("_by_start/" in key for key in episode_metrics([episode(True)]))  # a GEM episode
+
+
 def test_the_summary_table_shows_what_failed_to_run_and_how_agents_ended() -> None:
     from roll.config import load_config
     from roll.pipeline.config import TrainConfig
