@@ -61,8 +61,9 @@ def run(
     prompt_profile: Annotated[
         str | None,
         typer.Option(
-            help="full (every tool, full instructions) or compact (shell, read_file, write_file and "
-            "replace with one-line descriptions, a short prompt: for small models); overrides promptProfile."
+            help="full (every tool, full instructions), compact (shell, read_file, write_file and "
+            "replace with one-line descriptions, a short prompt: for small models) or shell (compact with "
+            "the shell as the only tool); overrides promptProfile."
         ),
     ] = None,
     sandbox: Annotated[

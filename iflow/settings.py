@@ -48,7 +48,8 @@ class Settings(BaseModel):
         "full",
         alias="promptProfile",
         description="full: every tool and the full instructions; compact: shell, read_file, write_file and "
-        "replace with one-line descriptions and a short system prompt (for small models)",
+        "replace with one-line descriptions and a short system prompt (for small models); shell: compact "
+        "with the shell as the only tool",
     )
     hooks: HooksConfig = Field(default_factory=dict, description="commands run on agent events (iflow.hooks)")
     context: ContextConfig = Field(

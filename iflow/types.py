@@ -22,8 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Role = Literal["system", "user", "assistant", "tool"]
 # What the model is shown of iFlow itself: "full" (every tool, with full descriptions, and the full working
 # instructions) or "compact" (shell, read, write and replace with one-line descriptions and a short prompt,
-# for small models whose context and prefill time are scarce). See iflow.agent.prompts, iflow.tools.tools_for.
-PromptProfile = Literal["full", "compact"]
+# for small models whose context and prefill time are scarce) or "shell" (the compact prompt with the shell
+# as the only tool: the least a terminal task needs, for the smallest models). See iflow.agent.prompts,
+# iflow.tools.tools_for.
+PromptProfile = Literal["full", "compact", "shell"]
 
 TOOL_ERROR_PREFIX = "Error: "
 EXIT_CODE_PATTERN = re.compile(r"Exit code: (-?\d+)")

@@ -55,8 +55,8 @@ def main_system_prompt(
     subagents: list[SubagentSpec] | None = None,
     profile: PromptProfile = "full",
 ) -> str:
-    """The main agent's prompt; the compact profile has no task tool, so it lists no sub-agents."""
-    parts = [COMPACT_PROMPT if profile == "compact" else MAIN_PROMPT]
+    """The main agent's prompt; the small profiles have no task tool, so they list no sub-agents."""
+    parts = [MAIN_PROMPT if profile == "full" else COMPACT_PROMPT]
     custom = [spec for spec in subagents or [] if spec.name != GENERAL_PURPOSE.name]
     if custom and profile == "full":
         lines = "\n".join(f"- {spec.name}: {spec.description}" for spec in custom)

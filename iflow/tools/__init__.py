@@ -24,11 +24,16 @@ ALL_TOOLS: tuple[type[Tool], ...] = (
 # greps) and the file tools whose exact-text semantics a shell one-liner gets wrong. multi_edit, listing,
 # glob, search, the todo list, memory and sub-agents would cost a small model most of its prompt.
 COMPACT_TOOLS: tuple[type[Tool], ...] = (RunShellCommand, ReadFile, WriteFile, Replace)
+PROFILE_TOOLS: dict[PromptProfile, tuple[type[Tool], ...]] = {
+    "full": ALL_TOOLS,
+    "compact": COMPACT_TOOLS,
+    "shell": (RunShellCommand,),
+}
 
 
 def tools_for(profile: PromptProfile) -> list[Tool]:
     """The tools of a prompt profile, in the order the model sees them, showing that profile's schemas."""
-    return [tool(profile) for tool in (COMPACT_TOOLS if profile == "compact" else ALL_TOOLS)]
+    return [tool(profile) for tool in PROFILE_TOOLS[profile]]
 
 
 def all_tools() -> list[Tool]:

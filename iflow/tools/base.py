@@ -57,7 +57,7 @@ class ToolContext:
 class Tool(ABC):
     """A tool as shown to the model in one prompt profile (``iflow.types.PromptProfile``).
 
-    The compact profile shows ``brief`` (one line) instead of ``description``, drops the parameters'
+    The compact and shell profiles show ``brief`` (one line) instead of ``description``, drops the parameters'
     descriptions and hides the optional parameters in ``compact_hidden``; the tool still accepts them.
     """
 
@@ -73,7 +73,7 @@ class Tool(ABC):
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry."""
-        if self.profile == "compact":
+        if self.profile != "full":
             description = self.brief or self.description
             properties = {
                 key: _without_descriptions(value)

@@ -46,7 +46,8 @@ def plot(
     run_dir: Path = typer.Argument(..., help="A run folder, e.g. runs/ipa."),
     output: Path | None = typer.Option(None, help="PNG file (default RUN_DIR/curves.png)."),
 ) -> None:
-    """Draw a run's curves (reward, success, eval success, lengths, IS/mask stats, throughput) as PNG."""
+    """Draw a run's curves (reward, success, eval success, lengths, IS/mask stats, throughput; terminal
+    runs also success by start point k and failed episodes per step) as PNG."""
     from rich.console import Console
 
     from roll.plot import PlotError, plot_run

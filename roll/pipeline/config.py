@@ -140,7 +140,13 @@ class EvalConfig(StrictConfig):
         description="GEM: seeds seed_offset .. seed_offset + episodes - 1. Terminal: episodes at every start "
         "point k of every task (k oracle expert steps prefilled).",
     )
-    seed_offset: int = 0
+    seed_offset: int = Field(
+        0,
+        ge=0,
+        description="GEM: env seed of the first eval episode. Terminal envs must leave it 0: their eval "
+        "episodes are the tasks themselves (env.task_ids at every start point, or env.eval_task_ids), and "
+        "their model calls carry no sampling seed (the engine draws one), so an offset would change nothing.",
+    )
     sampling: SamplingConfig = Field(default_factory=lambda: SamplingConfig(temperature=0.0))
 
 
@@ -185,6 +191,17 @@ class TrainConfig(StrictConfig):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     warm_start: WarmStartConfig | None = None
     ray: RayConfig = Field(default_factory=RayConfig)
+
+    @model_validator(mode="after")
+    def _terminal_eval_has_no_seed_offset(self) -> TrainConfig:
+        if isinstance(self.env, TerminalEnvConfig) and self.eval.seed_offset:
+            raise ValueError(
+                f"eval.seed_offset is {self.eval.seed_offset}, but a terminal env (env.type: terminal) does "
+                "not use it: its eval episodes are its tasks (env.task_ids at every start point k, or the "
+                "held-out env.eval_task_ids), and their sampling is not seeded. Remove eval.seed_offset; to "
+                "evaluate other tasks, name them in env.eval_task_ids"
+            )
+        return self
 
     @property
     def run_dir(self) -> Path:

@@ -36,6 +36,7 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
     """Run (or resume) training; returns the evaluation records (the summary table's rows)."""
     console = console or Console(stderr=True)
     started = time.perf_counter()
+    config = with_prepared_data(config, console)
     run_dir = config.run_dir
     previous = RunLog.resume_point(run_dir) if config.resume else None
     if config.resume and previous is None:
@@ -115,6 +116,31 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
         **(cluster.terminal.metrics() if cluster.terminal is not None else {}),
         **{f"train/{k}": v for k, v in train_metrics.items()},
     }
+
+
+def with_prepared_data(config: TrainConfig, console: Console) -> TrainConfig:
+    """A terminal run with env.data first makes (or finds cached) its tasks and SFT data; the returned config
+    names them: tasks_dir, task_ids, eval_task_ids, and the SFT data of warm_start."""
+    if not isinstance(config.env, TerminalEnvConfig) or config.env.data is None:
+        return config
+    from roll.rollout.terminal.data_stage import prepare_terminal_data
+
+    prepared = prepare_terminal_data(config.env, lambda line: print_plain(console, line))
+    for line in prepared.summary:
+        print_plain(console, line)
+    env = config.env.model_copy(
+        update={
+            "data": None,
+            "tasks_dir": prepared.tasks_dir,
+            "task_ids": prepared.train_ids,
+            "eval_task_ids": prepared.eval_ids,
+        }
+    )
+    update: dict[str, Any] = {"env": env}
+    if config.warm_start is not None:
+        overrides = [*config.warm_start.overrides, f"data.path={prepared.sft_path}"]
+        update["warm_start"] = config.warm_start.model_copy(update={"overrides": overrides})
+    return config.model_copy(update=update)
 
 
 def check_env_config(config: TrainConfig) -> None:

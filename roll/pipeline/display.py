@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -66,26 +67,14 @@ def print_summary(
     else:
         seeds = f"env seeds {ev.seed_offset}..{ev.seed_offset + ev.episodes - 1}"
         what = f"{config.env.env_id}, {seeds} (fixed, apart from training seeds)"
-    table = Table(
-        title=f"Eval success on {what}, {sampling}, <= {ev.sampling.max_new_tokens} tokens per turn "
-        f"({config.run_dir})"
-    )
-    columns = ("when", "step", "episodes", "success", "reward", "format errors", "turns", "failed to run")
-    for column in (*columns, "agent timeouts / errors"):
-        table.add_column(column, justify="left" if column == "when" else "right")
+    per_turn = f"<= {ev.sampling.max_new_tokens} tokens per turn"
+    title = f"Eval success on {what}, {sampling}, {per_turn} ({config.run_dir})"
     played = [row for row in evals if row.get("episodes")]
-    for row in played:
-        table.add_row(
-            row["label"],
-            str(row["step"]),
-            str(row["episodes"]),
-            f"{row['success']:.0%} ({round(row['success'] * row['episodes'])}/{row['episodes']})",
-            f"{row['reward']:+.3f}",
-            f"{row['format_error_rate']:.0%}",
-            f"{row['turns']:.1f}",
-            str(row.get("failed", 0)),
-            f"{row.get('agent_timeouts', 0)} / {row.get('agent_errors', 0)}",
-        )
+    terminal = isinstance(config.env, TerminalEnvConfig)
+    # Piped (CI logs) a console is 80 columns: rather than cut cells and headers, show one block per eval.
+    table = summary_table(title, played, terminal)
+    if console.measure(table, options=console.options.update_width(UNBOUNDED)).maximum > console.width:
+        table = summary_table(title, played, terminal, vertical=True)
     console.print(table)
     if played and isinstance(config.env, TerminalEnvConfig) and not config.env.eval_task_ids:
         from roll.rollout.terminal.report import start_point_table
@@ -100,6 +89,53 @@ def print_summary(
             console.print(line)
     if wall_s is not None:
         console.print(f"Wall time of this run: {wall_s / 60:.1f} min")
+
+
+UNBOUNDED = 10_000  # columns: to measure a table's natural width, which the console's own would clamp
+
+
+def _success(row: dict[str, Any]) -> str:
+    return f"{row['success']:.0%} ({round(row['success'] * row['episodes'])}/{row['episodes']})"
+
+
+# The summary's columns: header (a line break where it may wrap), the env kind it belongs to (None: every
+# kind; format errors are a GEM env's, agent timeouts and errors a terminal env's), and its cell.
+SUMMARY_COLUMNS: list[tuple[str, str | None, Callable[[dict[str, Any]], str]]] = [
+    ("eval", None, lambda row: row["label"]),
+    ("step", None, lambda row: str(row["step"])),
+    ("success", None, _success),
+    ("reward", None, lambda row: f"{row['reward']:+.3f}"),
+    ("format\nerrors", "gem", lambda row: f"{row['format_error_rate']:.0%}"),
+    ("turns", None, lambda row: f"{row['turns']:.1f}"),
+    ("failed\nto run", None, lambda row: str(row.get("failed", 0))),
+    (
+        "agent\ntimeouts\n/ errors",
+        "terminal",
+        lambda row: f"{row.get('agent_timeouts', 0)} / {row.get('agent_errors', 0)}",
+    ),
+]
+
+
+def summary_table(title: str, evals: list[dict[str, Any]], terminal: bool, vertical: bool = False) -> Table:
+    """A column per field and a row per evaluation; `vertical` (for a console too narrow for that): a
+    block of field and value lines per evaluation."""
+    kind = "terminal" if terminal else "gem"
+    columns = [(header, cell) for header, only, cell in SUMMARY_COLUMNS if only in (None, kind)]
+    if vertical:
+        table = Table(title=title, show_header=False)
+        table.add_column(justify="left")
+        table.add_column(justify="right")
+        for row in evals:
+            for header, cell in columns:
+                table.add_row(header.replace("\n", " "), cell(row))
+            table.add_section()
+        return table
+    table = Table(title=title)
+    for header, _ in columns:
+        table.add_column(header, justify="left" if header == "eval" else "right")
+    for row in evals:
+        table.add_row(*(cell(row) for _, cell in columns))
+    return table
 
 
 def sign_test_p(gained: int, lost: int) -> float:

@@ -46,6 +46,7 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         "agent_timeouts": sum(m.get("end") == "agent_timeout" for m in meta),
         "agent_errors": sum(m.get("end") == "agent_error" for m in meta),
     }
+    out |= success_by_start(meta)
     for key in ("sandbox_s", "agent_s", "verifier_s"):  # where a terminal episode's time went
         if all(key in m for m in meta):
             out[f"episode_{key}"] = statistics.fmean(m[key] for m in meta)
@@ -55,6 +56,20 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         lags = [step - c.weight_version for t in all_trajectories for c in t.chunks]
         out["staleness_mean"] = statistics.fmean(lags)
         out["staleness_max"] = max(lags)
+    return out
+
+
+def success_by_start(meta: list[dict[str, Any]]) -> dict[str, float]:
+    """Terminal episodes by start point k (k expert steps prefilled, initialized resampling): how many
+    started there and their success rate, as `episodes_by_start/k` and `success_by_start/k`."""
+    outcomes: dict[int, list[float]] = {}
+    for m in meta:
+        if "start" in m:
+            outcomes.setdefault(m["start"], []).append(float(m["success"]))
+    out: dict[str, float] = {}
+    for start, wins in sorted(outcomes.items()):
+        out[f"episodes_by_start/{start}"] = len(wins)
+        out[f"success_by_start/{start}"] = statistics.fmean(wins)
     return out
 
 

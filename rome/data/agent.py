@@ -7,6 +7,7 @@ from typing import Any
 
 from iflow.agent import TerminationReason
 from iflow.agent.on_sandbox import sandbox_agent
+from iflow.types import PromptProfile
 from rome.bench.agents import AgentOutcome, CommandRecord
 from rome.data.types import tool_steps
 from rome.terminal_tasks.sandbox import TrialSandbox
@@ -16,9 +17,12 @@ from rome.terminal_tasks.task import Task
 class CollectingAgent:
     """A rome-bench `Agent` for one trial; after `run`, `messages` and `tools` hold what iFlow did."""
 
-    def __init__(self, name: str, base_url: str, model: str, max_turns: int) -> None:
+    def __init__(
+        self, name: str, base_url: str, model: str, max_turns: int, prompt_profile: PromptProfile = "full"
+    ) -> None:
         self.name = name
         self.base_url, self.model, self.max_turns = base_url, model, max_turns
+        self.prompt_profile: PromptProfile = prompt_profile
         self.messages: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
 
@@ -36,6 +40,7 @@ class CollectingAgent:
             self.model,
             timeout,
             self.max_turns,
+            prompt_profile=self.prompt_profile,
             tmp_prefix="rome-data-",
         ) as (agent, _parts):
             try:

@@ -156,6 +156,9 @@ def collect(
         typer.Option(min=0, max=1, help="oracle-teacher: share of attempts with a failed-then-fixed step."),
     ] = 0.3,
     max_turns: Annotated[int, typer.Option(min=1, help="Model calls per episode at most.")] = 30,
+    prompt_profile: Annotated[
+        str, typer.Option(help="iflow's prompt profile: full or compact (train with the same one).")
+    ] = "full",
     admin_url: AdminOption = None,
 ) -> None:
     """Run the agent on every valid instance in ROCK sandboxes, its model calls recorded by the proxy."""
@@ -166,6 +169,14 @@ def collect(
     manifest = _taskset_or_exit(tasks)
     if agent not in AGENTS:
         raise fail(f"unknown --agent {agent!r}; choose one of {', '.join(AGENTS)}")
+    from typing import get_args
+
+    from iflow.types import PromptProfile
+
+    if prompt_profile not in get_args(PromptProfile):
+        raise fail(
+            f"unknown --prompt-profile {prompt_profile!r}; choose one of {', '.join(get_args(PromptProfile))}"
+        )
     settings = CollectSettings(
         agent=agent,
         model=model,
@@ -173,6 +184,7 @@ def collect(
         concurrency=concurrency,  # type: ignore[arg-type]
         mistake_rate=mistake_rate,
         max_turns=max_turns,
+        prompt_profile=prompt_profile,  # type: ignore[arg-type]
     )
     if agent == "iflow" and model and model.startswith(("http://", "https://")):
         from rome.data.collect import check_endpoint

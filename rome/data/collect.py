@@ -22,6 +22,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field
 
+from iflow.types import PromptProfile
 from rome.bench.runner import build_all
 from rome.bench.trial import run_trial
 from rome.data.agent import CollectingAgent
@@ -49,6 +50,9 @@ class CollectSettings(BaseModel):
         0.3, ge=0, le=1, description="oracle-teacher: share of attempts with a mistake"
     )
     max_turns: int = Field(30, ge=1)
+    prompt_profile: PromptProfile = Field(
+        "full", description="iflow's prompt profile (promptProfile); train with the profile you collect with"
+    )
     agent_timeout_s: float | None = Field(None, gt=0, description="None: each task's own timeout")
 
 
@@ -170,10 +174,14 @@ def collect(
     settings: CollectSettings,
     provider: SandboxProvider,
     on_record: Callable[[TrajectoryRecord], None] | None = None,
+    only: set[str] | None = None,
 ) -> CollectStats:
-    """Run every (valid task, attempt); write the trajectories to `out` (a temporary file, renamed)."""
+    """Run every (valid task, attempt), or only the valid tasks in `only`; write the trajectories to `out`
+    (a temporary file, renamed)."""
     started = time.monotonic()
     manifest, tasks, skipped = valid_tasks(root)
+    if only is not None:
+        tasks = [t for t in tasks if t.id in only]
     if not tasks:
         raise CollectError(f"{root} has no valid instance to collect on; see {root / 'validation.json'}")
     if settings.agent_timeout_s is not None:
@@ -204,9 +212,14 @@ def collect(
             model = endpoint.model
             if teacher is not None:
                 model = f"oracle-teacher/{episode}"
-                teacher.register(model, plan(task.path, attempt, settings.mistake_rate))
+                turns = plan(task.path, attempt, settings.mistake_rate)
+                teacher.register(model, turns, settings.prompt_profile)
             agent = CollectingAgent(
-                settings.agent, f"{proxy.url}/episodes/{episode}/v1", model, settings.max_turns
+                settings.agent,
+                f"{proxy.url}/episodes/{episode}/v1",
+                model,
+                settings.max_turns,
+                settings.prompt_profile,
             )
             build = builds[task.id]
             t0 = time.monotonic()

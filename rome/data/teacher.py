@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from iflow.types import EXIT_CODE_PATTERN
+from iflow.types import EXIT_CODE_PATTERN, PromptProfile
 from rock.proxy.sse import completion_events
 from rome.data.types import SHELL_TOOL, result_failed
 
@@ -84,8 +84,11 @@ def _said(turn: Turn, previous_result: str | None) -> str:
     return f"{text}." if turn.command else text
 
 
-def reply(turns: list[Turn], messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The `chat.completion` answering `messages` (turn k after k assistant messages)."""
+def reply(
+    turns: list[Turn], messages: list[dict[str, Any]], profile: PromptProfile = "full"
+) -> dict[str, Any]:
+    """The `chat.completion` answering `messages` (turn k after k assistant messages). Under the compact
+    profile the shell call carries only `command`: the schema the model is shown has no `description`."""
     done = sum(1 for m in messages if m.get("role") == "assistant")
     turn = turns[min(done, len(turns) - 1)]
     previous = None  # the result of the last call (iFlow may add reminders after it)
@@ -98,7 +101,10 @@ def reply(turns: list[Turn], messages: list[dict[str, Any]]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": _said(turn, previous)}
     finish = "stop"
     if turn.command is not None:
-        arguments = json.dumps({"command": turn.command, "description": turn.text}, ensure_ascii=False)
+        shown = {"command": turn.command}
+        if profile == "full":
+            shown["description"] = turn.text
+        arguments = json.dumps(shown, ensure_ascii=False)
         message["tool_calls"] = [
             {
                 "id": f"call_{done}",
@@ -124,7 +130,7 @@ class TeacherServer:
     def __init__(self) -> None:
         import uvicorn
 
-        self.plans: dict[str, list[Turn]] = {}
+        self.plans: dict[str, tuple[list[Turn], PromptProfile]] = {}
         self._lock = threading.Lock()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
@@ -134,9 +140,9 @@ class TeacherServer:
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True, name="oracle-teacher"
         )
 
-    def register(self, name: str, turns: list[Turn]) -> None:
+    def register(self, name: str, turns: list[Turn], profile: PromptProfile = "full") -> None:
         with self._lock:
-            self.plans[name] = turns
+            self.plans[name] = (turns, profile)
 
     def _app(self) -> FastAPI:
         app = FastAPI(title="oracle teacher")
@@ -148,13 +154,14 @@ class TeacherServer:
         @app.post("/v1/chat/completions", response_model=None)
         async def chat(request: Request) -> Any:
             body = await request.json()
-            turns = self.plans.get(str(body.get("model")))
-            if turns is None:
+            registered = self.plans.get(str(body.get("model")))
+            if registered is None:
                 message = f"no teacher plan named {body.get('model')!r}; register the task's plan first"
                 return JSONResponse(
                     {"error": {"message": message, "type": "invalid_request"}}, status_code=404
                 )
-            answer = reply(turns, body.get("messages") or [])
+            turns, profile = registered
+            answer = reply(turns, body.get("messages") or [], profile)
             if body.get("stream"):
                 return StreamingResponse(completion_events(answer), media_type="text/event-stream")
             return JSONResponse(answer)

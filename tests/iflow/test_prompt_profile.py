@@ -26,6 +26,7 @@ COMPACT_NAMES = ["run_shell_command", "read_file", "write_file", "replace"]
 
 def test_compact_schemas_are_the_brief_and_the_bare_parameters() -> None:
     assert [tool.name for tool in tools_for("compact")] == COMPACT_NAMES
+    assert [tool.schema() for tool in tools_for("shell")] == [RunShellCommand("compact").schema()]
     assert [tool.schema() for tool in all_tools()] == [tool.schema() for tool in tools_for("full")]
     assert RunShellCommand("compact").schema() == {
         "type": "function",
@@ -109,9 +110,9 @@ def test_the_profile_comes_from_the_options_the_settings_file_or_the_environment
 def test_an_unknown_profile_is_refused_with_the_choices(git_repo: Path, iflow_home: Path) -> None:
     done = run_iflow(git_repo, "--base-url", "http://127.0.0.1:9/v1", "--prompt-profile", "tiny")
     assert done.returncode == 2
-    assert "--prompt-profile 'tiny' is not one of full, compact" in done.stderr
+    assert "--prompt-profile 'tiny' is not one of full, compact, shell" in done.stderr
     (iflow_home / "settings.json").write_text(json.dumps({"promptProfile": "tiny"}))
-    with pytest.raises(SettingsError, match="promptProfile: Input should be 'full' or 'compact'"):
+    with pytest.raises(SettingsError, match="promptProfile: Input should be 'full', 'compact' or 'shell'"):
         load_settings(git_repo)
 
 
@@ -132,6 +133,7 @@ def test_compact_costs_a_quarter_of_the_full_prompt_in_smollm2_tokens() -> None:
         tools = [tool.schema() for tool in tools_for(profile)]
         return len(render_chat(tokenizer, [{"role": "system", "content": system}], tools).token_ids)
 
-    full, compact = tokens("full"), tokens("compact")
+    full, compact, shell = tokens("full"), tokens("compact"), tokens("shell")
     assert full > 1900  # what the issue measured through the proxy: ~2.2k with the instruction
     assert compact <= 512 and compact * 4 <= full
+    assert shell <= 270 and shell * 7 <= full

@@ -10,7 +10,7 @@ import pytest
 
 from rock.admin.config import AdminConfig
 from rock.admin.store import sqlite_url
-from rock.fleet import AdminThread, free_port, short_tmp
+from rock.fleet import AdminThread, LocalFleet, free_port, short_tmp
 from rock.local_postgres import LocalPostgres
 
 
@@ -45,3 +45,15 @@ def database_url(request, tmp_path) -> str:
         return sqlite_url(tmp_path / "admin.db")
     server = request.getfixturevalue("local_postgres")
     return server.create_database(f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[LocalFleet]:
+    """A module's fleet on real Docker: an admin and its local worker, started once the base images are
+    built; leaving it stops both and removes its containers and state folder. (Modules that need another
+    fleet define their own `fleet`.)"""
+    from rock.images import ensure_base_images
+
+    ensure_base_images()
+    with LocalFleet() as started:
+        yield started

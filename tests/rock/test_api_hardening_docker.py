@@ -8,14 +8,13 @@ import socket
 import tarfile
 import time
 import tracemalloc
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from rock.fleet import LocalFleet, short_tmp
+from rock.fleet import LocalFleet
 from rock.sdk.errors import SandboxRequestError
 from rock.sdk.sandbox import AsyncSandbox, Sandbox
 
@@ -23,15 +22,6 @@ pytestmark = pytest.mark.docker
 MIB = 1024 * 1024
 UPLOAD = 256 * MIB
 SMALL = {"cpus": 0.25, "memory": "128m"}
-
-
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[LocalFleet]:
-    from rock.images import ensure_base_images
-
-    ensure_base_images()
-    with LocalFleet(short_tmp("rock-harden-"), f"harden-{uuid.uuid4().hex[:6]}") as fleet:
-        yield fleet
 
 
 @pytest.fixture(scope="module")

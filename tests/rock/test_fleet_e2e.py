@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import docker
 import httpx
@@ -36,20 +35,6 @@ except OSError as e:
 for p in procs:
     p.kill()
 """
-
-
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[LocalFleet]:
-    from rock.images import ensure_base_images
-
-    ensure_base_images()
-    fleet = LocalFleet(short_tmp("rock-e2e-"), f"e2e-{uuid.uuid4().hex[:6]}")
-    fleet.admin.start()
-    try:
-        fleet.wait_for_workers()
-        yield fleet
-    finally:
-        fleet.close()
 
 
 @pytest.mark.slow

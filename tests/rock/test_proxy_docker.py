@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from iflow.testing import ScriptedOpenAIServer, say
-from rock.fleet import LocalFleet, short_tmp
+from rock.fleet import LocalFleet
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from rock.sdk.sandbox import Sandbox
@@ -41,20 +39,6 @@ try:
 except urllib.error.HTTPError as error:
     print(error.code)
 """
-
-
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[LocalFleet]:
-    from rock.images import ensure_base_images
-
-    ensure_base_images()
-    fleet = LocalFleet(short_tmp("rock-proxy-"), f"proxy-{uuid.uuid4().hex[:6]}")
-    fleet.admin.start()
-    try:
-        fleet.wait_for_workers()
-        yield fleet
-    finally:
-        fleet.close()
 
 
 def test_sandbox_reaches_the_proxy_through_the_forwarder_only(fleet: LocalFleet, tmp_path: Path):

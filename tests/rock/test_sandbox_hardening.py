@@ -6,33 +6,18 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from rock.fleet import LocalFleet, short_tmp
+from rock.fleet import LocalFleet
 from rock.sdk.errors import SandboxFailed
 from rock.sdk.sandbox import Sandbox
 from rock.sdk.types import FailureReason, SandboxState
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SMALL = {"cpus": 0.5, "memory": "256m"}
-
-
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[LocalFleet]:
-    from rock.images import ensure_base_images
-
-    ensure_base_images()
-    fleet = LocalFleet(short_tmp("rock-hard-"), f"hard-{uuid.uuid4().hex[:6]}")
-    fleet.admin.start()
-    try:
-        fleet.wait_for_workers()
-        yield fleet
-    finally:
-        fleet.close()
 
 
 def _assert_removed(fleet: LocalFleet, sandbox_id: str) -> None:

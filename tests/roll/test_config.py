@@ -108,6 +108,19 @@ def test_dropping_uniform_groups_needs_groups() -> None:
         load_config(TrainConfig, None, ["rollout.drop_uniform_groups=2", "rollout.group_size=1"])
 
 
+def test_a_terminal_env_refuses_an_eval_seed_offset_it_would_not_use(tmp_path: Path) -> None:
+    from roll.pipeline.config import TrainConfig
+
+    path = tmp_path / "terminal.yaml"
+    path.write_text("env:\n  type: terminal\n  task_ids: [fix-permissions]\n")
+    assert load_config(TrainConfig, path).eval.seed_offset == 0
+    with pytest.raises(
+        ConfigError, match=r"eval\.seed_offset is 5, but a terminal env .* Remove eval\.seed_offset"
+    ):
+        load_config(TrainConfig, path, ["eval.seed_offset=5"])
+    assert load_config(TrainConfig, None, ["eval.seed_offset=5"]).eval.seed_offset == 5  # GEM: its env seeds
+
+
 def test_gpu_variants_say_they_need_a_gpu_when_built_on_this_machine() -> None:
     import torch
 

@@ -35,9 +35,10 @@ class AgentConfig(StrictConfig):
     max_turns: int = Field(4, ge=1, description="Model calls per episode.")
     prompt_profile: PromptProfile = Field(
         "full",
-        description="What the policy is shown of iflow (its promptProfile setting): full, or compact (four "
+        description="What the policy is shown of iflow (its promptProfile setting): full; compact (four "
         "tools with one-line descriptions and a short prompt: about 500 tokens of every call instead of "
-        "2,000 with SmolLM2's tokenizer). SFT data should be collected with the same profile.",
+        "2,000 with SmolLM2's tokenizer); or shell (compact with the shell as the only tool: about 260). "
+        "SFT data should be collected with the same profile.",
     )
     timeout_s: float = Field(300.0, gt=0, description="Agent time per episode (one model call may take all).")
 
@@ -82,6 +83,44 @@ class ResamplingConfig(StrictConfig):
     crucial_fork_gap: float = Field(0.5, gt=0, le=1, description="Success jump that marks a crucial fork.")
 
 
+class TerminalDataConfig(StrictConfig):
+    """The run makes its own tasks and SFT data (the ROME data pipeline, `rome data`): it generates instances
+    of task families, validates them (oracle passes, nop fails, twice), collects oracle-teacher trajectories
+    in iflow's own format on the valid train instances, filters them (heuristics, safety, execution replay)
+    and exports error-masked SFT data for warm_start. Everything is cached by content under
+    $ALE_HOME/datasets/: a rerun with the same families, seeds and generators reuses it."""
+
+    families: dict[str, dict[str, str | int | float | bool]] = Field(
+        min_length=1,
+        description="Family name -> its knobs (`rome data families` lists both), e.g. "
+        "{file-ops: {level: 1}}.",
+    )
+    train_per_family: int = Field(8, ge=1, description="Train instances per family (seeds from train_seed).")
+    eval_per_family: int = Field(
+        16, ge=1, description="Held-out instances per family (seeds from eval_seed), never trained on."
+    )
+    train_seed: int = Field(0, ge=0)
+    eval_seed: int = Field(100_000, ge=0)
+    attempts: int = Field(2, ge=1, description="Oracle-teacher attempts per train instance.")
+    mistake_rate: float = Field(
+        0.3, ge=0, le=1, description="Share of attempts with a failed-then-fixed step (error-masked in SFT)."
+    )
+    replay: bool = Field(True, description="Filter by re-running each kept trajectory in a fresh sandbox.")
+    sft_stage: Literal[1, 2] = Field(1, description="1: every kept trajectory; 2: verified, shortest only.")
+    concurrency: int = Field(4, ge=1, description="Sandboxes at once while validating and collecting.")
+
+    @model_validator(mode="after")
+    def _eval_seeds_never_trained(self) -> TerminalDataConfig:
+        train = range(self.train_seed, self.train_seed + self.train_per_family)
+        held_out = range(self.eval_seed, self.eval_seed + self.eval_per_family)
+        if train.start < held_out.stop and held_out.start < train.stop:
+            raise ValueError(
+                f"env.data: train seeds {train.start}..{train.stop - 1} and eval seeds "
+                f"{held_out.start}..{held_out.stop - 1} overlap; move eval_seed past the train seeds"
+            )
+        return self
+
+
 class TerminalEnvConfig(StrictConfig):
     """Terminal tasks (Harbor / Terminal-Bench layout): an iflow agent in a ROCK sandbox, graded by the
     task's own tests (reward 1 when they pass)."""
@@ -89,7 +128,9 @@ class TerminalEnvConfig(StrictConfig):
     type: Literal["terminal"] = "terminal"
     tasks_dir: Path = Field(Path("rome/tasks/terminal-pro"), description="Folder of task folders.")
     task_ids: list[str] = Field(
-        min_length=1, description="Tasks to train on (folder names); train group g plays task g mod N."
+        default_factory=list,
+        description="Tasks to train on (folder names); train group g plays task g mod N. Filled by env.data "
+        "when that is set.",
     )
     eval_task_ids: list[str] = Field(
         default_factory=list,
@@ -97,12 +138,29 @@ class TerminalEnvConfig(StrictConfig):
         "scratch (k = 0), eval.episodes times, and compares evaluations task by task (sign test). Empty: "
         "the evaluation plays every start point k of task_ids instead.",
     )
+    data: TerminalDataConfig | None = Field(
+        None,
+        description="Generate the tasks and SFT data instead of naming them: fills tasks_dir, task_ids, "
+        "eval_task_ids and warm_start's SFT data.",
+    )
     agent: AgentConfig = Field(default_factory=AgentConfig)
     rock: RockConfig = Field(default_factory=RockConfig)
     resampling: ResamplingConfig = Field(default_factory=ResamplingConfig)
     success_reward: float = Field(
         1.0, description="An episode succeeds when its test reward is at least this."
     )
+
+    @model_validator(mode="after")
+    def _tasks_named_or_generated(self) -> TerminalEnvConfig:
+        if self.data is None and not self.task_ids:
+            raise ValueError(
+                "env.task_ids is empty: name the tasks to train on, or set env.data to generate them"
+            )
+        if self.data is not None and (self.task_ids or self.eval_task_ids):
+            raise ValueError(
+                "env.data generates the tasks, so env.task_ids and env.eval_task_ids must be left out"
+            )
+        return self
 
     @model_validator(mode="after")
     def _held_out_means_never_trained(self) -> TerminalEnvConfig:

@@ -66,6 +66,15 @@ def test_the_reply_after_a_failed_call_says_it_failed() -> None:
     assert last["message"] == {"role": "assistant", "content": "Done."} and last["finish_reason"] == "stop"
 
 
+def test_under_the_compact_profile_a_call_carries_only_what_the_schema_shows() -> None:
+    turns = [Turn("ls /app", "list the app"), Turn(None, "Done.")]
+    message = reply(turns, [{"role": "user", "content": "go"}], "compact")["choices"][0]["message"]
+    shown = RunShellCommand("compact").schema()["function"]["parameters"]["properties"]
+    arguments = json.loads(message["tool_calls"][0]["function"]["arguments"])
+    assert arguments == {"command": "ls /app"} and set(arguments) <= set(shown)
+    assert message["content"] == "List the app."
+
+
 def test_iflows_client_reads_the_teachers_stream_as_a_tool_call() -> None:
     turns = [Turn("wc -l < /app/a.txt > /app/answer.txt", "count the lines"), Turn(None, "Done.")]
     with TeacherServer() as teacher:

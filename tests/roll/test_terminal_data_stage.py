@@ -1,0 +1,99 @@
+"""`env.data`: a terminal run that makes its own tasks and SFT data. roll reaches the ROME data pipeline only
+through the `roll.terminal_data` entry point; these tests check the contract on roll's side."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from rich.console import Console
+
+from roll.config import validate_config
+from roll.pipeline.config import TrainConfig
+from roll.pipeline.controller import with_prepared_data
+from roll.rollout.terminal import data_stage
+from roll.rollout.terminal.config import TerminalDataConfig, TerminalEnvConfig
+from roll.rollout.terminal.data_stage import DataStageError, PreparedTerminalData
+
+DATA = {"families": {"file-ops": {"level": 1}}, "train_per_family": 2, "eval_per_family": 3}
+
+
+def test_tasks_are_either_named_or_generated() -> None:
+    with pytest.raises(ValidationError, match="env.task_ids is empty"):
+        TerminalEnvConfig()
+    with pytest.raises(ValidationError, match="env.data generates the tasks"):
+        TerminalEnvConfig(task_ids=["fix-permissions"], data=DATA)
+    assert TerminalEnvConfig(data=DATA).task_ids == []
+
+
+def test_held_out_seeds_may_not_overlap_the_train_seeds() -> None:
+    with pytest.raises(ValidationError, match=r"train seeds 0\.\.9 and eval seeds 5\.\.6 overlap"):
+        TerminalDataConfig(families={"numeric": {}}, train_per_family=10, eval_per_family=2, eval_seed=5)
+    TerminalDataConfig(families={"numeric": {}}, train_per_family=10, eval_per_family=2, eval_seed=10)
+
+
+def test_the_installed_stage_is_the_rome_data_pipeline() -> None:
+    from rome.data.recipe import prepare
+
+    assert data_stage.data_stage() is prepare
+
+
+def run_config(tmp_path: Path) -> TrainConfig:
+    return validate_config(
+        TrainConfig,
+        {
+            "name": "recipe",
+            "output_dir": str(tmp_path / "run"),
+            "warm_start": {"sft_config": "configs/sft_terminal.yaml", "overrides": ["max_steps=1"]},
+            "env": {"type": "terminal", "data": DATA},
+        },
+    )
+
+
+def test_the_prepared_data_names_the_tasks_and_the_sft_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sft = tmp_path / "sft.jsonl"
+    sft.write_text("{}\n")
+    seen: list[TerminalEnvConfig] = []
+
+    def stage(env: TerminalEnvConfig, say) -> PreparedTerminalData:  # type: ignore[no-untyped-def]
+        seen.append(env)
+        say("data: made")
+        return PreparedTerminalData(
+            folder=tmp_path,
+            tasks_dir=tmp_path / "tasks",
+            train_ids=["file-ops-0", "file-ops-1"],
+            eval_ids=["file-ops-100000"],
+            sft_path=sft,
+            summary=["data: 2 train, 1 held out"],
+        )
+
+    monkeypatch.setattr(data_stage, "data_stage", lambda: stage)
+    out = io.StringIO()
+    config = with_prepared_data(run_config(tmp_path), Console(file=out, width=200))
+    assert seen[0].data == TerminalDataConfig(**DATA)
+    env = config.env
+    assert isinstance(env, TerminalEnvConfig)
+    assert (env.tasks_dir, env.task_ids, env.eval_task_ids, env.data) == (
+        tmp_path / "tasks",
+        ["file-ops-0", "file-ops-1"],
+        ["file-ops-100000"],
+        None,
+    )
+    assert config.warm_start is not None
+    assert config.warm_start.overrides == ["max_steps=1", f"data.path={sft}"]
+    assert out.getvalue().splitlines() == ["data: made", "data: 2 train, 1 held out"]
+
+
+def test_a_stage_that_made_no_sft_data_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def stage(env: TerminalEnvConfig, say) -> PreparedTerminalData:  # type: ignore[no-untyped-def]
+        return PreparedTerminalData(
+            folder=tmp_path, tasks_dir=tmp_path, train_ids=["a"], eval_ids=[], sft_path=tmp_path / "none"
+        )
+
+    monkeypatch.setattr(data_stage, "data_stage", lambda: stage)
+    with pytest.raises(DataStageError, match="wrote no SFT data"):
+        with_prepared_data(run_config(tmp_path), Console(file=io.StringIO()))
