@@ -107,9 +107,11 @@ class Admin:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.writer.touch(self._dirty_activity)
-        await self.writer.close()
-        await self.calls.aclose()
-        self.store.close()
+        try:
+            await self.writer.close()
+        finally:
+            await self.calls.aclose()
+            self.store.close()
 
     def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
         task = asyncio.get_running_loop().create_task(coro)

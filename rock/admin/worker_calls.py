@@ -2,8 +2,8 @@
 
 httpx's pool rescans every connection it holds (a syscall on each idle one) and every request queued in it
 whenever one is taken or given back. One pool for the whole fleet (256 connections, creates queued beyond)
-spent two thirds of the admin's CPU there in a burst of 2,000 creates; a pool per worker holds few, and a
-semaphore of the pool's size keeps requests from queueing inside it.
+spent two thirds of the admin's CPU there in a burst of 2,000 creates on 100 workers; a pool per worker holds
+few, and a semaphore of the pool's size keeps requests from queueing inside it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import httpx
 
 from rock.sdk.errors import WorkerUnavailable, error_from_response
 
-PER_WORKER = 64
-"""Requests in flight to one worker at once; more wait their turn."""
+PER_WORKER = 256
+"""Requests in flight to one worker at once (long commands hold theirs); more wait their turn."""
 
 
 class WorkerUnreachable(WorkerUnavailable):
