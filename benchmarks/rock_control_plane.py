@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -68,6 +69,7 @@ from rock.local_postgres import LocalPostgres
 ROCK_PUBLISHED_P50_AT_16K = 40.0
 CLIENT_POOL = 50
 """Connections per httpx pool of the client."""
+PROBE_INTERVAL = 0.5
 SPEC = {"image": "busybox", "cpus": 0.5, "memory": "256m", "ttl": 3600, "queue_timeout": 600}
 
 
@@ -102,8 +104,13 @@ def measure_docker(samples: int) -> dict[str, list[float]]:
     return {"start": start, "remove": remove}
 
 
-async def burst(url: str, count: int, connections: int) -> list[tuple[float, str | None, str]]:
-    """Submit `count` creates at once; (seconds to answer, sandbox id or None, outcome) each."""
+Answers = list[tuple[float, str | None, str]]
+
+
+async def burst(url: str, count: int, connections: int) -> tuple[Answers, list[float]]:
+    """Submit `count` creates at once: (seconds to answer, sandbox id or None, outcome) each, and the seconds
+    the admin took to answer `/health` every PROBE_INTERVAL meanwhile (a request with no work of its own waits
+    in the admin's event loop as a heartbeat does)."""
     # httpx's pool rescans every connection it holds and every request queued in it on each change: with
     # 1,000 connections in one pool, or thousands queued, that starved the client's CPU. So the connections
     # are spread over pools of CLIENT_POOL, and the requests beyond them wait on a semaphore per pool.
@@ -130,11 +137,26 @@ async def burst(url: str, count: int, connections: int) -> list[tuple[float, str
             return elapsed, None, f"HTTP {response.status_code}"
         return elapsed, response.json()["id"], "ok"
 
+    async def probe(done: asyncio.Event) -> list[float]:
+        waits = []
+        async with httpx.AsyncClient(timeout=httpx.Timeout(900.0)) as http:
+            while not done.is_set():
+                began = time.monotonic()
+                (await http.get(f"{url}/health")).raise_for_status()
+                waits.append(time.monotonic() - began)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), PROBE_INTERVAL)
+        return waits
+
+    done = asyncio.Event()
+    probing = asyncio.create_task(probe(done))
     try:
-        return list(await asyncio.gather(*(one(*pools[i % len(pools)]) for i in range(count))))
+        answers = list(await asyncio.gather(*(one(*pools[i % len(pools)]) for i in range(count))))
     finally:
+        done.set()
         for http, _ in pools:
             await http.aclose()
+    return answers, await probing
 
 
 def _split(total: int, size: int) -> list[int]:
@@ -207,7 +229,8 @@ def cpu_seconds(parts: dict[str, list[int]]) -> dict[str, float]:
 
 def report(
     count: int,
-    answers: list[tuple[float, str | None, str]],
+    answers: Answers,
+    health: list[float],
     wall: float,
     simulated: dict[str, float],
     cpu: dict[str, float],
@@ -230,6 +253,8 @@ def report(
         "e2e_p99": percentile(e2e, 99),
         "control_plane_p50": percentile(control, 50),
         "control_plane_p99": percentile(control, 99),
+        "health_p50": percentile(health, 50),
+        "health_max": max(health, default=float("nan")),
         "cpu_s": cpu,
         "cores": os.cpu_count(),
         "load_avg_1m": os.getloadavg()[0],
@@ -238,7 +263,8 @@ def report(
     print(
         f"{count:>6} sandboxes: {len(ok)} ok in {wall:.0f} s, {row['decisions_per_s']:.0f} decisions/s, end "
         f"to end P50 {row['e2e_p50']:.2f} s P99 {row['e2e_p99']:.2f} s, control plane P50 "
-        f"{row['control_plane_p50']:.2f} s P99 {row['control_plane_p99']:.2f} s, failures {failures}",
+        f"{row['control_plane_p50']:.2f} s P99 {row['control_plane_p99']:.2f} s, failures {failures}; "
+        f"meanwhile /health answered in P50 {row['health_p50']:.2f} s, at most {row['health_max']:.2f} s",
         flush=True,
     )
     parts = {k: v for k, v in cpu.items() if k != "machine"}
@@ -288,10 +314,10 @@ def main() -> None:
                 }
                 for count in rounds:
                     before, began = cpu_seconds(parts), time.monotonic()
-                    answers = asyncio.run(burst(fleet.url, count, args.connections))
+                    answers, health = asyncio.run(burst(fleet.url, count, args.connections))
                     wall, after = time.monotonic() - began, cpu_seconds(parts)
                     cpu = {k: after[k] - before[k] for k in after}
-                    report(count, answers, wall, read_stats(processes), cpu, results)
+                    report(count, answers, health, wall, read_stats(processes), cpu, results)
             finally:
                 stop_workers(processes)
     if "16000" in results:
