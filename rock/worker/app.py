@@ -21,6 +21,7 @@ from rock.sdk.errors import (
 )
 from rock.serving import bearer_token, error_response, install_error_handlers, same_secret
 from rock.worker.contract import (
+    HEALTH_PATH,
     CreatedOnWorker,
     CreateOnWorker,
     ExecRequest,
@@ -75,7 +76,7 @@ def create_worker_app(
 
     app.router.dependencies.append(Depends(check_token))
 
-    @app.get("/health")
+    @app.get(HEALTH_PATH)
     async def health() -> dict[str, object]:
         return {"status": "ok", "id": worker.config.id, "sandboxes": worker.sandbox_count}
 

@@ -22,6 +22,7 @@ from rock.sdk.types import (
 )
 
 __all__ = [
+    "HEALTH_PATH",
     "HEARTBEAT_PATH",
     "CreateOnWorker",
     "CreatedOnWorker",
@@ -39,6 +40,9 @@ __all__ = [
 
 HEARTBEAT_PATH = "/v1/workers/heartbeat"
 """On the admin: where workers post `Heartbeat` (with the worker credential) and get `HeartbeatReply`."""
+HEALTH_PATH = "/health"
+"""On a worker: answers 200 while it runs. The admin asks a worker whose heartbeats are late before it
+declares it lost."""
 
 
 def sandbox_path(sandbox_id: str | None = None, op: str | None = None) -> str:

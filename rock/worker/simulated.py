@@ -38,6 +38,7 @@ from rock.serving import (
     uvicorn_config,
 )
 from rock.worker.contract import (
+    HEALTH_PATH,
     HEARTBEAT_PATH,
     CreatedOnWorker,
     CreateOnWorker,
@@ -90,6 +91,10 @@ class SimulatedWorker:
 
         app = FastAPI(title=f"simulated worker {self.id}", dependencies=[Depends(check)])
         install_error_handlers(app)
+
+        @app.get(HEALTH_PATH)
+        async def health() -> dict[str, object]:
+            return {"status": "ok", "id": self.id, "sandboxes": len(self.runtime.sandboxes)}
 
         @app.post("/v1/sandboxes", status_code=201)
         async def create(body: CreateOnWorker) -> CreatedOnWorker:

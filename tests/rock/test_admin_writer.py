@@ -227,21 +227,32 @@ async def test_a_create_whose_row_the_database_refuses_fails_and_frees_its_conta
         ]
 
 
-async def test_a_worker_answering_creates_is_not_lost_while_its_heartbeats_are_late(tmp_path):
-    """In a burst, a worker's heartbeats queue in the admin behind creates; its answers to those creates
-    show it alive all the same. A worker silent both ways is lost."""
+async def test_a_worker_whose_heartbeats_are_late_is_lost_only_when_it_does_not_answer(tmp_path):
+    """In a burst, a worker's heartbeats wait in the admin's queue behind creates: its answers to those
+    creates, or to the admin's question whether it runs, show it alive. One that answers nothing is lost."""
     async with _Fleet(tmp_path, f"sqlite:///{tmp_path / 'admin.db'}") as fleet:
         await fleet.beat()
         worker = fleet.admin.scheduler.workers["w1"]
-        worker.last_heartbeat -= 60  # far past heartbeat_timeout (15 s)
         created = await fleet.create()
         assert created.status_code == 201
-        fleet.admin._check_once()
-        assert "w1" in fleet.admin.scheduler.workers
-        assert (await fleet.admin.get(created.json()["id"], LOCAL)).state is S.RUNNING
+        sandbox_id = created.json()["id"]
 
+        worker.last_heartbeat -= 60  # far past heartbeat_timeout (15 s), but it just answered the create
+        fleet.admin._check_once()
+        assert "w1" not in fleet.admin._probing
+
+        worker.last_answer -= 60  # silent both ways: the admin asks it, and it answers
+        fleet.admin._check_once()
+        assert "w1" in fleet.admin._probing
+        await _until(lambda: "w1" not in fleet.admin._probing, "the admin has its answer")
+        assert fleet.admin.scheduler.workers.get("w1") is worker
+        assert (await fleet.admin.get(sandbox_id, LOCAL)).state is S.RUNNING
+
+        fleet.servers[1].should_exit = True  # the worker stops answering
+        await fleet.tasks[1]
+        worker.last_heartbeat -= 60
         worker.last_answer -= 60
         fleet.admin._check_once()
-        assert "w1" not in fleet.admin.scheduler.workers
-        lost = await fleet.admin.get(created.json()["id"], LOCAL)
+        await _until(lambda: "w1" not in fleet.admin.scheduler.workers, "the worker is lost")
+        lost = await fleet.admin.get(sandbox_id, LOCAL)
         assert (lost.state, lost.failure_reason) == (S.FAILED, FailureReason.WORKER_LOST)
