@@ -31,7 +31,12 @@ def recipe_at_ci_size(path: str, tmp_path: Path) -> dict[str, Any]:
     )
     config["env"]["rock"]["slots"] = 2
     config["rollout"].update(episodes_in_flight=2, group_size=2, groups_per_step=2)
-    config["resources"] = {"trainer_cpus": 0.25, "engine_cpus": 0.25, "trainer_threads": 1, "engine_threads": 1}
+    config["resources"] = {
+        "trainer_cpus": 0.25,
+        "engine_cpus": 0.25,
+        "trainer_threads": 1,
+        "engine_threads": 1,
+    }
     config["warm_start"]["overrides"] = [
         f"trainer.model={TINY}",
         "max_steps=1",

@@ -21,9 +21,9 @@ DATA = {"families": {"file-ops": {"level": 1}}, "train_per_family": 2, "eval_per
 
 
 def test_tasks_are_either_named_or_generated() -> None:
-    with pytest.raises(ValidationError, match="env.task_ids is empty"):
+    with pytest.raises(ValidationError, match=r"env\.task_ids is empty"):
         TerminalEnvConfig()
-    with pytest.raises(ValidationError, match="env.data generates the tasks"):
+    with pytest.raises(ValidationError, match=r"env\.data generates the tasks"):
         TerminalEnvConfig(task_ids=["fix-permissions"], data=DATA)
     assert TerminalEnvConfig(data=DATA).task_ids == []
 
