@@ -4,6 +4,7 @@ start."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,10 @@ def test_recipes_run_iflow_in_a_fleet_with_initialized_resampling(name: str) -> 
         [*config.warm_start.overrides, f"data.path={sft}"],
     )
     assert warm.data.path == sft
+    # The cosine decay spans the warm start: every oracle-teacher attempt kept, for all its epochs.
+    assert env.data is not None and warm.trainer.schedule is not None
+    conversations = len(env.data.families) * env.data.train_per_family * env.data.attempts
+    assert warm.trainer.schedule.total_steps == warm.epochs * math.ceil(conversations / warm.batch_size)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
