@@ -27,6 +27,7 @@ from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import check_env
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.evaluation import eval_fields, eval_tasks, held_out_tasks
+from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
 
 if TYPE_CHECKING:
     from roll.sft.config import SFTConfig
@@ -137,6 +138,9 @@ def with_prepared_data(config: TrainConfig, console: Console) -> TrainConfig:
         }
     )
     update: dict[str, Any] = {"env": env}
+    if isinstance(config.engines.engine, ScriptedEngineConfig):  # it replays the oracles of the run's tasks
+        engine = config.engines.engine.model_copy(update={"tasks_dir": prepared.tasks_dir})
+        update["engines"] = config.engines.model_copy(update={"engine": engine})
     if config.warm_start is not None:
         overrides = [*config.warm_start.overrides, f"data.path={prepared.sft_path}"]
         update["warm_start"] = config.warm_start.model_copy(update={"overrides": overrides})

@@ -1,8 +1,10 @@
-"""The ROME recipes (configs/rome/) fit Qwen3-30B-A3B and their GPUs, and play a real terminal task of the
-suite through ROCK with bash actions."""
+"""The ROME recipes at scale (configs/rome/) fit Qwen3-30B-A3B and their GPUs, and are configs/ipa.yaml's
+recipe at fleet size: generated tasks with hundreds held out, iflow in ROCK, initialized resampling, SFT warm
+start."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -10,8 +12,13 @@ import torch
 
 from roll.config import load_config
 from roll.pipeline.config import TrainConfig
+from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.sft.config import SFTConfig
 from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
+from rome.data.families import FAMILIES, get_family
+from rome.data.families.base import FileSpec
+from rome.data.layout import digest, render
+from rome.data.recipe import planned_instances
 from tests.roll.test_megatron_config import QWEN3_30B_A3B
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,18 +57,60 @@ def test_multinode_recipe_gives_trainer_and_engines_their_own_gpus() -> None:
     check_against_model(warm.trainer, QWEN3_30B_A3B, world_size=GPUS_PER_NODE)
 
 
-@pytest.mark.parametrize("name", ["ipa_qwen3_30b_a3b.yaml", "ipa_qwen3_30b_a3b_multinode.yaml"])
-def test_recipes_play_a_suite_terminal_task_through_rock(name: str) -> None:
-    from rome.terminal_tasks.env import FINISH_ACTION, TERMINAL_PREFIX, load_terminal_task
+RECIPES = ["ipa_qwen3_30b_a3b.yaml", "ipa_qwen3_30b_a3b_multinode.yaml"]
 
+
+def _without_seed(files: dict[str, FileSpec]) -> str:
+    """An instance's content but for task.toml, which records its seed: equal for two seeds that made the same
+    task."""
+    return digest({path: spec for path, spec in files.items() if path != "task.toml"})
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipes_generate_hundreds_of_tasks_and_hold_out_at_least_256(name: str) -> None:
     env = _ipa(name).env
-    assert env.env_id.startswith(TERMINAL_PREFIX) and env.rock_url is not None
-    task_dir = Path(env.env_id.removeprefix(TERMINAL_PREFIX))
-    assert not task_dir.is_absolute() and task_dir.parent == Path("rome/tasks/terminal-pro")
-    task = load_terminal_task(f"{TERMINAL_PREFIX}{ROOT / task_dir}")  # what the rollout worker loads
-    assert task.id == task_dir.name and task.instruction
-    assert env.system_prompt is not None and f"the single word {FINISH_ACTION}" in env.system_prompt
-    assert env.env_kwargs["max_steps"] == env.max_turns
+    assert isinstance(env, TerminalEnvConfig) and env.data is not None
+    data = env.data
+    # Every family but fix-bug (16 distinct instances), each instance's level drawn from its seed.
+    assert set(data.families) == set(FAMILIES) - {"fix-bug"}
+    assert all("level" not in knobs for knobs in data.families.values())
+    planned = planned_instances(data)
+    train = {task_id for task_id, (side, _) in planned.items() if side == "train"}
+    held_out = {task_id for task_id, (side, _) in planned.items() if side == "eval"}
+    assert len(train) >= 300 and len(held_out) >= 256 and not train & held_out
+    # Held out means new: no held-out instance repeats a train instance under another seed.
+    contents: dict[str, set[str]] = {"train": set(), "eval": set()}
+    for family, knobs in data.families.items():
+        for side, first, count in (
+            ("train", data.train_seed, data.train_per_family),
+            ("eval", data.eval_seed, data.eval_per_family),
+        ):
+            for seed in range(first, first + count):
+                contents[side].add(_without_seed(render(get_family(family).make(seed, dict(knobs)))))
+    assert len(contents["eval"]) == len(held_out) and not contents["eval"] & contents["train"]
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipes_run_iflow_in_a_fleet_with_initialized_resampling(name: str) -> None:
+    config = _ipa(name)
+    env = config.env
+    assert isinstance(env, TerminalEnvConfig)
+    assert env.agent.prompt_profile == "full" and env.agent.placement == "host"
+    assert env.agent.max_turns >= 16 and env.rock.admin_url is not None
+    assert env.resampling.enabled and env.resampling.imitation and env.resampling.anchors >= 2
+    assert config.loss.type == "ipa" and config.warm_start is not None and config.warm_start.eval_base
+    # What `roll train`'s data stage adds to the warm start (with_prepared_data) loads too.
+    sft = Path("/shared/ale/datasets/0123456789abcdef/sft.jsonl")
+    warm = load_config(
+        SFTConfig,
+        ROOT / config.warm_start.sft_config,
+        [*config.warm_start.overrides, f"data.path={sft}"],
+    )
+    assert warm.data.path == sft
+    # The cosine decay spans the warm start: every oracle-teacher attempt kept, for all its epochs.
+    assert env.data is not None and warm.trainer.schedule is not None
+    conversations = len(env.data.families) * env.data.train_per_family * env.data.attempts
+    assert warm.trainer.schedule.total_steps == warm.epochs * math.ceil(conversations / warm.batch_size)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")

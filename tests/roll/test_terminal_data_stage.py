@@ -21,9 +21,9 @@ DATA = {"families": {"file-ops": {"level": 1}}, "train_per_family": 2, "eval_per
 
 
 def test_tasks_are_either_named_or_generated() -> None:
-    with pytest.raises(ValidationError, match="env.task_ids is empty"):
+    with pytest.raises(ValidationError, match=r"env\.task_ids is empty"):
         TerminalEnvConfig()
-    with pytest.raises(ValidationError, match="env.data generates the tasks"):
+    with pytest.raises(ValidationError, match=r"env\.data generates the tasks"):
         TerminalEnvConfig(task_ids=["fix-permissions"], data=DATA)
     assert TerminalEnvConfig(data=DATA).task_ids == []
 
@@ -97,3 +97,17 @@ def test_a_stage_that_made_no_sft_data_stops_the_run(tmp_path: Path, monkeypatch
     monkeypatch.setattr(data_stage, "data_stage", lambda: stage)
     with pytest.raises(DataStageError, match="wrote no SFT data"):
         with_prepared_data(run_config(tmp_path), Console(file=io.StringIO()))
+
+
+def test_the_grpo_baseline_has_the_recipes_budget() -> None:
+    """configs/grpo.yaml differs from configs/ipa.yaml only in its name, its loss and its episodes starting
+    from scratch: same data, SFT, steps, episodes per step, sampling and held-out eval."""
+    from roll.config import load_config
+
+    ipa, grpo = (load_config(TrainConfig, f"configs/{name}.yaml") for name in ("ipa", "grpo"))
+    assert (ipa.loss.type, grpo.loss.type) == ("ipa", "grpo")
+    assert isinstance(ipa.env, TerminalEnvConfig) and isinstance(grpo.env, TerminalEnvConfig)
+    assert ipa.env.resampling.enabled and not grpo.env.resampling.enabled
+    same = {"name", "loss", "env"}
+    assert ipa.model_dump(exclude=same) == grpo.model_dump(exclude=same)
+    assert ipa.env.model_dump(exclude={"resampling"}) == grpo.env.model_dump(exclude={"resampling"})

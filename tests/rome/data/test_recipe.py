@@ -54,13 +54,15 @@ def test_the_cache_key_follows_what_changes_the_data_and_nothing_else() -> None:
 def test_an_unknown_family_or_knob_is_named() -> None:
     with pytest.raises(DataStageError, match="no-such-family"):
         recipe.planned_instances(env(families={"no-such-family": {}}).data)  # type: ignore[arg-type]
-    with pytest.raises(DataStageError, match="env.data.families"):
+    with pytest.raises(DataStageError, match=r"env\.data\.families"):
         recipe.planned_instances(env(families={"numeric": {"level": 9}}).data)  # type: ignore[arg-type]
 
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_small_stage_runs_every_step_then_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_small_stage_runs_every_step_then_is_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ALE_HOME", str(tmp_path))
     config = env(families={"file-ops": {"level": 1}}, attempts=1, mistake_rate=1.0, concurrency=3)
     said: list[str] = []
