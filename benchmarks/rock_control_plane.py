@@ -18,24 +18,29 @@ final JSON line. Goal: control-plane P99 < 10 s at 16,000.
 
 Usage: python benchmarks/rock_control_plane.py [--workers 100] [--per-process 25] [--rounds 10000,16000]
 
-Measured 2026-12-01 18:04 UTC on the shared 2-core machine while a training and other tests ran (load
-average 8-10; Docker create+start P50 0.33 s), 100 workers, 1,000 connections, defaults otherwise:
+Measured 2026-12-01 18:34 UTC on the shared 2-core machine while a training and other tests ran (load
+average 7-9; Docker create+start P50 0.22 s), 100 workers, 1,000 connections, defaults otherwise:
 
-  round   created (lost)  decisions/s  end to end P50/P99  control plane P50/P99  CPU s (see below)
-  10,000  10,000 (0)      62           77.9 / 157.8 s      77.5 / 157.5 s         39/64/36/2/178 of 321
-  16,000  16,000 (0)      84           90.8 / 189.0 s      90.5 / 188.7 s         60/99/45/2/174 of 383
+  round   created  lost  decisions/s  end to end P50/P99  control plane P50/P99  /health P50/max
+  10,000  10,000   0     121          47.3 / 81.2 s       47.1 / 81.0 s          0.81 / 2.84 s
+  16,000  16,000   0     68           138.9 / 234.0 s     138.7 / 233.8 s        0.96 / 6.60 s
 
-(CPU seconds of the client, admin, workers, PostgreSQL and all other processes, of cores x wall.)
+(/health: how long the admin took to answer a request with no work while the round ran, as a heartbeat waits.)
+CPU seconds in the round, client / admin / workers / PostgreSQL / all other processes: 31 / 37 / 17 / 1 / 79
+of 165 (2 cores x wall) at 10,000, and 63 / 117 / 54 / 2 / 227 of 473 at 16,000. Three more runs that hour
+(two before a late worker was first asked whether it runs), all creates made and no worker lost in any, gave
+48-67 decisions/s at 10,000 and 59-90 at 16,000 while other processes took 45-65% of the CPU; the worst
+/health wait was 14.5 s (load 14).
 
 ROCK publishes P50 40 s at 16,000 on its cluster. The goal (control-plane P99 < 10 s at 16,000) is not met
 here, and cannot be on this machine: a create's control-plane time is mostly its wait behind the creates
-submitted before it, so P99 is close to the burst's wall time, and one create costs ~6 ms of admin CPU, ~4 of
-client and ~3 of worker CPU (Python HTTP on every hop). 16,000 in 10 s needs 1,600 creates/s: ~10 times what 2
-idle cores could give at ~13 ms of CPU a create (~150/s), ~20 times what this shared machine gave. During a
-burst the admin's event loop is busy ~96% of the time (py-spy, 10,000 round): 42% in its HTTP call to the
-worker (httpx), ~31% in FastAPI's handling of the create (routing, dependencies, validation, serialization),
-~10% in uvicorn's HTTP/1.1 parsing, 8% placement, 2% the monitor; heartbeats under 1%; the batched store
-writes ~3% of a core on their thread.
+submitted before it, so P99 is close to the burst's wall time, and one create costs 4-7 ms of admin CPU, 3-4
+of client and 2-4 of worker CPU (Python HTTP on every hop): 10-15 ms in all. 16,000 in 10 s needs 1,600
+creates/s, about 10 times what 2 idle cores give at that cost and 15-30 times what this shared machine gave.
+During a burst the admin's event loop is busy ~96% of the time (py-spy, 10,000 round): 42% in its HTTP call to
+the worker (httpx), ~31% in FastAPI's handling of the create (routing, dependencies, validation,
+serialization), ~10% in uvicorn's HTTP/1.1 parsing, 8% placement, 2% the monitor; heartbeats under 1%; the
+batched store writes ~3% of a core on their thread.
 
 Before (same machine, 2,000 at once): the admin wrote each state change to PostgreSQL on its event loop (29%
 of its loop time) and one httpx pool for all workers rescanned its connections on every change (34%): 19
