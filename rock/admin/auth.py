@@ -13,7 +13,7 @@ from pathlib import Path
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.scheduler import Demand
 from rock.sdk.errors import Forbidden, QuotaExceeded, Unauthorized
-from rock.sdk.types import parse_memory
+from rock.sdk.types import SandboxInfo, parse_memory
 from rock.serving import LOCAL_HOSTS, bearer_token, same_secret
 
 LOCAL = KeyPolicy.model_construct(name="local", key="", max_sandboxes=None, max_cpus=None, max_memory=None)
@@ -102,3 +102,8 @@ def check_quota(policy: KeyPolicy, usage: tuple[int, float, int], demand: Demand
             f"key {policy.name!r} would hold {memory + demand.memory} bytes of memory (quota "
             f"{policy.max_memory}); ask for less memory or delete a sandbox"
         )
+
+
+def may_see(caller: KeyPolicy, info: SandboxInfo) -> bool:
+    """Whether `caller` may see (and act on) the sandbox: its owner, or the admin's own calls."""
+    return caller is LOCAL or caller.name == info.owner

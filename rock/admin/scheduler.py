@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
-from rock.sdk.types import WorkerCapacity
+from rock.sdk.types import SandboxSpec, WorkerCapacity
 
 
 class ClientGone(RockError):
@@ -58,6 +58,10 @@ class _Waiter:
 
 
 _NOTHING = Demand(0.0, 0, 0)
+
+
+def demand_of(spec: SandboxSpec) -> Demand:
+    return Demand(spec.cpus, spec.memory_bytes)
 
 
 def _add(total: Demand, demand: Demand, sign: int) -> Demand:

@@ -18,11 +18,11 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from rock.admin.auth import LOCAL, Authenticator, check_quota, worker_token
+from rock.admin.auth import LOCAL, Authenticator, check_quota, may_see, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.metrics import AdminMetrics
-from rock.admin.scheduler import ClientGone, Demand, Scheduler, Worker
-from rock.admin.states import LIVE, advance, path_to
+from rock.admin.scheduler import ClientGone, Scheduler, Worker, demand_of
+from rock.admin.states import LIVE, advance, as_recorded, failure_reason_of, path_to
 from rock.admin.store import SandboxStore, safe_url
 from rock.admin.worker_calls import WorkerCalls, WorkerUnreachable
 from rock.admin.writer import StoreFailed, StoreWriter
@@ -100,7 +100,7 @@ class Admin:
             self._hold_live(info)
             self._activity[info.id] = last_activity
             if info.worker_id is not None:
-                self.scheduler.restore(info.id, info.worker_id, _demand(info.spec), info.owner)
+                self.scheduler.restore(info.id, info.worker_id, demand_of(info.spec), info.owner)
         self.metrics.live.set(len(self._live))
         self._spawn(self._monitor())
 
@@ -182,7 +182,7 @@ class Admin:
 
     async def get(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
         info = await self._recorded(sandbox_id)
-        if info is None or info.state is S.DELETED or not _may_see(caller, info):
+        if info is None or info.state is S.DELETED or not may_see(caller, info):
             raise SandboxNotFound(f"no sandbox {sandbox_id!r}; `rock sandbox ls` lists the ones that exist")
         return info
 
@@ -190,7 +190,7 @@ class Admin:
         states = None if include_deleted else [s for s in S if s is not S.DELETED]
         await self.writer.flush()
         rows = await asyncio.to_thread(self.store.list, states)
-        return [info for info, _ in rows if _may_see(caller, info)]
+        return [info for info, _ in rows if may_see(caller, info)]
 
     # create / delete --------------------------------------------------------------------------------
     async def create(
@@ -200,7 +200,7 @@ class Admin:
         waiting for room leaves the queue, and one already starting is removed once started."""
         spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout"}))
         self.config.limits.check(spec)
-        demand = _demand(spec)
+        demand = demand_of(spec)
         check_quota(caller, self.scheduler.usage(caller.name), demand)
         sandbox_id = secrets.token_hex(6)
         began = time.monotonic()
@@ -223,7 +223,7 @@ class Admin:
         try:
             created = await self._start_on_worker(info, began + request.queue_timeout)
         except SandboxFailed as exc:
-            self._fail(info, _reason(exc.reason), exc.message)
+            self._fail(info, failure_reason_of(exc.reason), exc.message)
             self.metrics.creates.labels("failed").inc()
             raise
         except RockError as exc:
@@ -286,7 +286,7 @@ class Admin:
             log.warning("worker %s is unreachable: placing sandbox %s again", info.worker_id, info.id)
             self.scheduler.release(info.id)
             wait = max(placement_deadline - time.monotonic(), 0.0)
-            worker_id = await self.scheduler.reserve(info.id, _demand(info.spec), info.owner, wait)
+            worker_id = await self.scheduler.reserve(info.id, demand_of(info.spec), info.owner, wait)
             info = self._save(info.model_copy(update={"worker_id": worker_id}))
 
     async def delete(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
@@ -340,12 +340,14 @@ class Admin:
                 info.worker_id, method, sandbox_path(sandbox_id, op), timeout=timeout, **kwargs
             )
         except SandboxFailed as exc:
-            raise _as_recorded(await self._failed(info, _reason(exc.reason), exc.message), exc) from exc
+            raise as_recorded(
+                await self._failed(info, failure_reason_of(exc.reason), exc.message), exc
+            ) from exc
         except SandboxNotFound as exc:
             failed = await self._failed(
                 info, FailureReason.WORKER_LOST, "its worker no longer has this sandbox's container"
             )
-            raise _as_recorded(failed, SandboxFailed(exc.message, FailureReason.WORKER_LOST)) from exc
+            raise as_recorded(failed, SandboxFailed(exc.message, FailureReason.WORKER_LOST)) from exc
         finally:
             left = self._in_flight.pop(sandbox_id) - 1
             if left:
@@ -482,26 +484,3 @@ class Admin:
                 and now - self._activity.get(info.id, now) > info.spec.idle_timeout
             ):
                 self._spawn(self._stop(info, f"idle for more than {info.spec.idle_timeout:g} s"))
-
-
-def _demand(spec: SandboxSpec) -> Demand:
-    return Demand(spec.cpus, spec.memory_bytes)
-
-
-def _as_recorded(failed: SandboxInfo, seen: SandboxFailed) -> SandboxFailed:
-    """The failure the store holds (a heartbeat may have recorded why before this call saw the end), so the
-    caller and `rock sandbox ls` give the same reason."""
-    if failed.state is not S.FAILED or failed.failure_reason is None:
-        return seen
-    return SandboxFailed(failed.detail or seen.message, failed.failure_reason)
-
-
-def _reason(reason: object) -> FailureReason:
-    try:
-        return FailureReason(str(reason))
-    except ValueError:
-        return FailureReason.START_ERROR
-
-
-def _may_see(caller: KeyPolicy, info: SandboxInfo) -> bool:
-    return caller is LOCAL or caller.name == info.owner

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from rock.sdk.errors import SandboxFailed
 from rock.sdk.types import FailureReason, SandboxInfo, SandboxState
 
 S = SandboxState
@@ -69,3 +70,19 @@ def path_to(current: SandboxState, target: SandboxState) -> list[SandboxState]:
                 seen.add(nxt)
                 frontier.append([*route, nxt])
     raise InvalidTransition(f"a sandbox cannot go from {current.value} to {target.value}")
+
+
+def as_recorded(failed: SandboxInfo, seen: SandboxFailed) -> SandboxFailed:
+    """The failure the store holds (a heartbeat may have recorded why before this call saw the end), so the
+    caller and `rock sandbox ls` give the same reason."""
+    if failed.state is not S.FAILED or failed.failure_reason is None:
+        return seen
+    return SandboxFailed(failed.detail or seen.message, failed.failure_reason)
+
+
+def failure_reason_of(reason: object) -> FailureReason:
+    """A worker's failure reason as ours; one we do not know is a start error."""
+    try:
+        return FailureReason(str(reason))
+    except ValueError:
+        return FailureReason.START_ERROR

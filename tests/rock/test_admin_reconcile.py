@@ -162,7 +162,7 @@ async def test_the_reaper_stops_expired_and_idle_sandboxes(tmp_path, database_ur
 async def test_a_failure_a_heartbeat_recorded_first_is_the_one_callers_get(tmp_path, database_url):
     """The disk watch stops a sandbox: the heartbeat says disk_quota, then the command in flight sees its
     container go; the caller must get disk_quota too, not the later 'worker lost'."""
-    from rock.admin.service import _as_recorded
+    from rock.admin.states import as_recorded
     from rock.sdk.errors import SandboxFailed
 
     admin = await _admin(tmp_path, database_url, _running("full"))
@@ -172,7 +172,7 @@ async def test_a_failure_a_heartbeat_recorded_first_is_the_one_callers_get(tmp_p
         later = await admin._failed(full, FailureReason.WORKER_LOST, "its container is gone")
         assert (later.state, later.failure_reason) == (S.FAILED, FailureReason.DISK_QUOTA)
         assert later.detail == "over 200 MiB"
-        seen = _as_recorded(later, SandboxFailed("its container is gone", FailureReason.WORKER_LOST))
+        seen = as_recorded(later, SandboxFailed("its container is gone", FailureReason.WORKER_LOST))
         assert (seen.reason, seen.message) == (FailureReason.DISK_QUOTA, "over 200 MiB")
     finally:
         await admin.close()
