@@ -60,6 +60,7 @@ class StartPoints:
             self._restore(task_id, saved)
         self._groups: dict[str, GroupStart] = {}
         self._groups_of: dict[str, int] = {}
+        self._position = {task_id: index for index, task_id in enumerate(self.schedules)}
 
     def _restore(self, task_id: str, saved: dict[str, Any]) -> None:
         schedule = self.schedules.get(task_id)
@@ -82,7 +83,9 @@ class StartPoints:
                 self._groups_of[task_id] = count + 1
                 anchors = self.schedules[task_id].anchors(self.config.resampling.anchors)
                 points = sorted(set(anchors), reverse=True)
-                start = points[count % len(points)]
+                # Offset by the task's position: with many tasks each played once or twice (a generated task
+                # set), consecutive tasks still start at different anchors, so a batch holds them all.
+                start = points[(count + self._position[task_id]) % len(points)]
             group = GroupStart(task_id, start, self.book.current(task_id))
             self._groups[group_id] = group
         return group.start, group.base.steps
