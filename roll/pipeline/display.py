@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from roll.pipeline.config import TrainConfig
+from roll.progress import print_plain
 from roll.rollout.terminal.config import TerminalEnvConfig
 
 
@@ -68,7 +69,9 @@ def print_summary(
         seeds = f"env seeds {ev.seed_offset}..{ev.seed_offset + ev.episodes - 1}"
         what = f"{config.env.env_id}, {seeds} (fixed, apart from training seeds)"
     per_turn = f"<= {ev.sampling.max_new_tokens} tokens per turn"
-    title = f"Eval success on {what}, {sampling}, {per_turn} ({config.run_dir})"
+    # The settings as one plain line (a table title would wrap at the table's width, splitting it in logs).
+    print_plain(console, f"Eval success on {what}, {sampling}, {per_turn} ({config.run_dir})")
+    title = "Eval success"
     played = [row for row in evals if row.get("episodes")]
     terminal = isinstance(config.env, TerminalEnvConfig)
     # Piped (CI logs) a console is 80 columns: rather than cut cells and headers, show one block per eval.
