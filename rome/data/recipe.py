@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from rock.runtime.home import ale_home
@@ -23,6 +24,7 @@ from roll.rollout.terminal.config import TerminalDataConfig, TerminalEnvConfig
 from roll.rollout.terminal.data_stage import DataStageError, PreparedTerminalData
 from rome.data.families import KnobError, UnknownFamily, get_family
 from rome.data.layout import digest, render
+from rome.terminal_tasks.sandbox import SandboxProvider
 
 RECIPE_FORMAT = "rome-data-recipe/1"
 PREPARED = "prepared.json"
@@ -110,7 +112,7 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
     return prepared
 
 
-def _sandboxes(env: TerminalEnvConfig):  # type: ignore[no-untyped-def]
+def _sandboxes(env: TerminalEnvConfig) -> AbstractContextManager[SandboxProvider]:
     from rome.bench.runner import sandbox_provider
 
     return sandbox_provider("rock", env.rock.admin_url)
@@ -127,7 +129,7 @@ def _generate(data: TerminalDataConfig, tasks: Path) -> None:
 def _validate(
     data: TerminalDataConfig,
     tasks: Path,
-    provider: object,
+    provider: SandboxProvider,
     planned: dict[str, tuple[str, str]],
     say: Callable[[str], None],
 ) -> tuple[list[str], list[str]]:
@@ -137,7 +139,7 @@ def _validate(
     if validation is None:
         started = time.monotonic()
         trials = tasks / ".trials" / "validate"
-        validation = validate_taskset(tasks, trials, provider, data.concurrency)  # type: ignore[arg-type]
+        validation = validate_taskset(tasks, trials, provider, data.concurrency)
         say(
             f"data: validated {len(validation.verdicts)} instances in {time.monotonic() - started:.0f} s: "
             f"{len(validation.valid)} valid (oracle passes twice, nop fails)"
@@ -158,7 +160,7 @@ def _collect(
     env: TerminalEnvConfig,
     tasks: Path,
     folder: Path,
-    provider: object,
+    provider: SandboxProvider,
     train_ids: set[str],
     say: Callable[[str], None],
 ) -> Path:
@@ -176,7 +178,7 @@ def _collect(
         max_turns=COLLECT_MAX_TURNS,
         prompt_profile=env.agent.prompt_profile,
     )
-    stats = collect(tasks, out, settings, provider, only=train_ids)  # type: ignore[arg-type]
+    stats = collect(tasks, out, settings, provider, only=train_ids)
     say(
         f"data: collected {stats.trajectories} oracle-teacher trajectories ({stats.resolved} resolved) on "
         f"{stats.tasks} train instances in {stats.seconds:.0f} s"
@@ -185,7 +187,11 @@ def _collect(
 
 
 def _filter(
-    data: TerminalDataConfig, collected: Path, folder: Path, provider: object, say: Callable[[str], None]
+    data: TerminalDataConfig,
+    collected: Path,
+    folder: Path,
+    provider: SandboxProvider,
+    say: Callable[[str], None],
 ) -> Path:
     from rome.data.filter import filter_file, replay_stage
 
