@@ -121,7 +121,7 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
 
 def with_prepared_data(config: TrainConfig, console: Console) -> TrainConfig:
     """A terminal run with env.data first makes (or finds cached) its tasks and SFT data; the returned config
-    names them: tasks_dir, task_ids, eval_task_ids, and the SFT data of warm_start."""
+    names them: tasks_dir, task_ids, eval_task_ids, experts, and the SFT data of warm_start."""
     if not isinstance(config.env, TerminalEnvConfig) or config.env.data is None:
         return config
     from roll.rollout.terminal.data_stage import prepare_terminal_data
@@ -135,6 +135,7 @@ def with_prepared_data(config: TrainConfig, console: Console) -> TrainConfig:
             "tasks_dir": prepared.tasks_dir,
             "task_ids": prepared.train_ids,
             "eval_task_ids": prepared.eval_ids,
+            "experts": prepared.experts,
         }
     )
     update: dict[str, Any] = {"env": env}

@@ -103,6 +103,7 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
         train_ids=train_ids,
         eval_ids=eval_ids,
         sft_path=sft,
+        experts=kept,
         summary=[
             f"data: {len(train_ids)} train and {len(eval_ids)} held-out instances, SFT data {sft}; "
             f"funnel in {report}"

@@ -14,9 +14,9 @@ import pytest
 from rock.proxy.types import EpisodeRecord, RecordedChunk
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.evaluation import eval_fields, eval_tasks
-from roll.rollout.terminal.expert import FINAL_MESSAGE, ExpertStep
+from roll.rollout.terminal.expert import FINAL_MESSAGE, ExpertStep, RecordedExpertsError, recorded_experts
 from roll.rollout.terminal.expert_store import ORACLE
-from roll.rollout.terminal.start_points import StartPoints
+from roll.rollout.terminal.start_points import StartPoints, anchor_offset
 from roll.types import Chunk, Trajectory
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
@@ -59,16 +59,18 @@ def test_groups_share_their_start_and_cycle_over_the_anchors(tmp_path: Path) -> 
     points = StartPoints(env(), tmp_path / "experts", None)
     oracle = points.experts()[TASK]
     assert len(oracle) == 5
-    assert points.group_start("g0", TASK) == (4, oracle)  # the current start: the last expert step
-    assert points.group_start("g1", TASK) == (3, oracle)  # the anchor before it
-    assert points.group_start("g2", TASK) == (4, oracle)
-    assert points.group_start("g0", TASK) == (4, oracle)  # every member of g0 gets the same
+    assert anchor_offset(TASK) % 2 == 1  # so its first group starts at the second anchor
+    assert points.group_start("g0", TASK) == (3, oracle)  # the anchor before the current start
+    assert points.group_start("g1", TASK) == (4, oracle)  # the current start: the last expert step
+    assert points.group_start("g2", TASK) == (3, oracle)
+    assert points.group_start("g0", TASK) == (3, oracle)  # every member of g0 gets the same
+    assert points.group_start("g3", TASK) == (4, oracle)
     # Two successes at start 4 (min_samples 2, threshold 0.5) move the rollback start back to 3.
-    points.report("g0", True, None, 0)
+    points.report("g1", True, None, 0)
     assert points.metrics()[f"start/{TASK}"] == 4
-    points.report("g2", True, None, 0)
+    points.report("g3", True, None, 0)
     assert points.metrics()[f"start/{TASK}"] == 3
-    assert points.group_start("g3", TASK)[0] == 2  # the fourth group: anchors 3 and 2, second one
+    assert points.group_start("g4", TASK)[0] == 2  # the fifth group: anchors 3 and 2, second one
     disabled = StartPoints(env(enabled=False), tmp_path / "other", None)
     assert [disabled.group_start(f"g{i}", TASK)[0] for i in range(3)] == [0, 0, 0]
 
@@ -76,7 +78,8 @@ def test_groups_share_their_start_and_cycle_over_the_anchors(tmp_path: Path) -> 
 def test_a_success_refreshes_the_expert_for_later_groups_only(tmp_path: Path) -> None:
     points = StartPoints(env(), tmp_path / "experts", None)
     oracle = points.experts()[TASK]
-    start, base = points.group_start("g1", TASK)  # start 3: the oracle's first three steps, then the policy
+    assert points.group_start("g2", TASK)[0] == 3  # the oracle's first three steps, then the policy
+    start, base = points.group_start("g1", TASK)
     assert start == 4 and points.group_start("g2", TASK)[0] == 3
     # g2's member solved it with one command of its own after the oracle's first three: as long as the
     # oracle, but more of it the policy's own, so it becomes the expert.
@@ -105,9 +108,10 @@ def test_a_success_refreshes_the_expert_for_later_groups_only(tmp_path: Path) ->
 def test_resume_restores_the_book_and_the_rollback_state_and_a_fresh_run_forgets_them(tmp_path: Path) -> None:
     folder = tmp_path / "experts"
     points = StartPoints(env(rollback={"min_samples": 1}), folder, None)
-    points.group_start("g0", TASK)
+    assert points.group_start("g-first", TASK)[0] == 3
+    assert points.group_start("g0", TASK)[0] == 4
     points.report("g0", True, None, 0)  # start 4 learned: the start moves to 3
-    assert points.group_start("g1", TASK)[0] == 2  # anchors 3 and 2: the second group takes 2
+    assert points.group_start("g1", TASK)[0] == 2  # anchors 3 and 2: the third group takes 2
     # From start 2 it solved the task in two steps of its own: 4 steps in all, shorter than the oracle's 5.
     assert points.report("g1", True, success("ep-1", "chmod 640 /srv/app/config.ini"), 1)
     state = json.loads(json.dumps(points.state()))  # as a checkpoint holds it
@@ -166,3 +170,64 @@ def test_a_bad_start_is_refused(tmp_path: Path) -> None:
     points = StartPoints(env(), tmp_path / "experts", None)
     with pytest.raises(ValueError, match=r"start 6 is outside 0\.\.5"):
         play_episode(None, None, None, env().agent, points.experts()[TASK], 6)  # type: ignore[arg-type]
+
+
+def trajectory_record(task_id: str, passed: bool, *turns: tuple[str, str | None, bool]) -> str:
+    """A rome trajectory record (one JSONL line): each turn is (text, shell command or None, marked error)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "the task"}]
+    for index, (text, command, error) in enumerate(turns):
+        message: dict[str, Any] = {"role": "assistant", "content": text, "error": error}
+        if command is not None:
+            arguments = json.dumps({"command": command})
+            message["tool_calls"] = [
+                {
+                    "id": f"c{index}",
+                    "type": "function",
+                    "function": {"name": "run_shell_command", "arguments": arguments},
+                }
+            ]
+        messages.append(message)
+        if command is not None:
+            messages.append(
+                {"role": "tool", "tool_call_id": f"c{index}", "content": "Output:\n\nExit code: 0"}
+            )
+    return json.dumps({"task_id": task_id, "messages": messages, "verifier": {"passed": passed}})
+
+
+def test_recorded_experts_take_each_tasks_shortest_clean_success(tmp_path: Path) -> None:
+    done = ("Done.", None, False)
+    path = tmp_path / "kept.jsonl"
+    lines = [
+        trajectory_record(TASK, True, ("Look.", "ls", False), ("Fix it.", "chmod +x run.sh", False), done),
+        trajectory_record(TASK, False, ("Fix it.", "chmod 777 run.sh", False), done),  # its tests failed
+        trajectory_record(
+            TASK, True, ("Oops.", "chmod +x nope.sh", True), ("Fix it.", "chmod +x run.sh", False), done
+        ),
+        trajectory_record(TASK, True, ("Fix it.", "chmod +x run.sh", False), done),
+        trajectory_record("other", True, ("Count.", "wc -l a", False), done),
+    ]
+    path.write_text("\n".join(lines) + "\n\n")
+    experts = recorded_experts(path)
+    assert experts == {
+        TASK: [ExpertStep("chmod +x run.sh", "Fix it."), ExpertStep(None, "Done.")],
+        "other": [ExpertStep("wc -l a", "Count."), ExpertStep(None, "Done.")],
+    }
+    # The run starts TASK from it (2 steps, where its oracle has 5): anchors 2 cycle over starts 0 and 1 (its offset is 1).
+    config = env().model_copy(update={"experts": path})
+    points = StartPoints(config, tmp_path / "experts", None)
+    assert points.experts()[TASK] == experts[TASK]
+    assert [points.group_start(f"g{i}", TASK)[0] for i in range(2)] == [0, 1]
+    assert points.describe() == []  # a fresh run: no saved expert to report on
+    assert points.book.load_saved()[TASK].describe() == (
+        f"{TASK}: starts from the recorded ({path}) expert (2 steps); no saved expert at "
+        f"{tmp_path / 'experts' / (TASK + '.json')}"
+    )
+
+
+def test_a_broken_experts_file_says_which_line(tmp_path: Path) -> None:
+    path = tmp_path / "kept.jsonl"
+    path.write_text(trajectory_record(TASK, True, ("Done.", None, False)) + '\n{"task_id": "x"}\n')
+    with pytest.raises(RecordedExpertsError, match=r"line 2 is not a trajectory record"):
+        recorded_experts(path)
+    with pytest.raises(RecordedExpertsError, match=r"cannot be read"):
+        recorded_experts(tmp_path / "missing.jsonl")

@@ -143,6 +143,12 @@ class TerminalEnvConfig(StrictConfig):
         description="Generate the tasks and SFT data instead of naming them: fills tasks_dir, task_ids, "
         "eval_task_ids and warm_start's SFT data.",
     )
+    experts: Path | None = Field(
+        None,
+        description="Expert trajectories in the agent's own format (JSONL of rome trajectory records, e.g. "
+        "the data stage's kept.jsonl, which env.data names here): a train task's shortest successful one "
+        "starts its expert for initialized resampling and imitation instead of its oracle solution script.",
+    )
     agent: AgentConfig = Field(default_factory=AgentConfig)
     rock: RockConfig = Field(default_factory=RockConfig)
     resampling: ResamplingConfig = Field(default_factory=ResamplingConfig)

@@ -27,6 +27,9 @@ class PreparedTerminalData(StrictConfig):
     train_ids: list[str] = Field(min_length=1)
     eval_ids: list[str]
     sft_path: Path
+    experts: Path | None = Field(
+        None, description="The kept trajectories (JSONL): train tasks' experts for initialized resampling."
+    )
     summary: list[str] = Field(default_factory=list, description="Lines for the run's log.")
 
 

@@ -2,7 +2,10 @@
 
 From a task's oracle solution, each top-level shell statement (a heredoc, a compound `if`/`for`/`while`/`case`
 block or a backslash-continued line counts as one) becomes one `run_shell_command` call; a closing message
-ends the trajectory. A recorded successful episode can serve as well (`expert_from_messages`).
+ends the trajectory. A recorded successful episode can serve as well (`expert_from_messages`), and so can the
+trajectories an expert collected in the agent's own format (`recorded_experts`): those are what the policy was
+warm-started on, so imitating them and starting after their prefixes continues in the format it already
+writes, where the oracle script would add steps no agent writes (a `cd` into the working directory).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rome.terminal_tasks.task import Task
@@ -81,14 +85,54 @@ def oracle_expert(task: Task) -> list[ExpertStep]:
 
 
 def expert_from_messages(messages: list[dict[str, Any]]) -> list[ExpertStep]:
-    """The steps of a recorded episode: one per assistant shell call, then the final answer."""
+    """The steps of a recorded episode: one per assistant shell call (the first call of a message keeps the
+    message's text), then the final answer."""
     steps: list[ExpertStep] = []
     for message in messages:
         if message.get("role") != "assistant":
             continue
-        for call in message.get("tool_calls") or []:
-            if call["function"]["name"] == SHELL_TOOL:
-                steps.append(ExpertStep(command=json.loads(call["function"]["arguments"])["command"]))
+        calls = [c for c in message.get("tool_calls") or [] if c["function"]["name"] == SHELL_TOOL]
+        for index, call in enumerate(calls):
+            command = json.loads(call["function"]["arguments"])["command"]
+            text = (message.get("content") or "") if index == 0 else ""
+            steps.append(ExpertStep(command=command, content=text))
         if not message.get("tool_calls"):
             steps.append(ExpertStep(command=None, content=message.get("content") or FINAL_MESSAGE))
     return steps
+
+
+class RecordedExpertsError(ValueError):
+    """A file of expert trajectories that cannot be read; the message says which line and why."""
+
+
+def recorded_experts(path: Path) -> dict[str, list[ExpertStep]]:
+    """Per task, the steps of its shortest successful trajectory in `path` (JSONL of rome trajectory records:
+    task_id, messages, verifier). Trajectories that failed their tests, or hold a turn marked as an error (a
+    mistake the teacher then fixed), are passed over: an expert's every step must be worth imitating."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise RecordedExpertsError(
+            f"env.experts: {path} cannot be read ({error.strerror or error}); point env.experts at a JSONL "
+            "of trajectories or remove it to start from the oracle solutions"
+        ) from error
+    experts: dict[str, list[ExpertStep]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            task_id, messages = record["task_id"], record["messages"]
+            passed = bool((record.get("verifier") or {}).get("passed"))
+            steps = expert_from_messages(messages)
+        except (ValueError, KeyError, TypeError) as error:
+            raise RecordedExpertsError(
+                f"env.experts: {path} line {number} is not a trajectory record with task_id and messages "
+                f"({type(error).__name__}: {error}); fix or remove that line"
+            ) from error
+        mistaken = any(m.get("role") == "assistant" and m.get("error") for m in messages)
+        if not passed or mistaken or not steps:
+            continue
+        if task_id not in experts or len(steps) < len(experts[task_id]):
+            experts[task_id] = steps
+    return experts

@@ -1,18 +1,18 @@
 """Each task's current expert trajectory, refreshed from the policy's own successes.
 
-A task starts with its oracle expert. When an episode started at point k succeeds, the expert's first k
-steps (replayed) followed by the policy's own steps (its answers, as recorded by the proxy) solved the task:
-that is a candidate expert. It replaces the current one when it is better: fewer steps, or as many with
-more of them the policy's own (an earlier start). Later prefixes, anchors and the imitation fallback then
-use it, so the policy learns to continue from what it writes itself, and a shorter path shortens the
-rollback.
+A task starts with its given expert (its oracle, or a recorded trajectory of an expert). When an episode
+started at point k succeeds, the expert's first k steps (replayed) followed by the policy's own steps (its
+answers, as recorded by the proxy) solved the task: that is a candidate expert. It replaces the current one
+when it is better: fewer steps, or as many with more of them the policy's own (an earlier start). Later
+prefixes, anchors and the imitation fallback then use it, so the policy learns to continue from what it writes
+itself, and a shorter path shortens the rollback.
 
 A candidate is only taken when it can be replayed and every step of the policy's worked: each call must be a
 shell call (the prefill replays shell commands) with JSON arguments whose recorded result says exit code 0.
-Without the last rule a junk command after the replayed prefix did the work (an echoed tool response, a
-typo) would become the expert, and imitation would teach it. The book is persisted as `<dir>/<task id>.json`
-after every refresh (the task folder's fingerprint, current steps, their origin, and the history of
-refreshes), and `load_saved` starts a new run from those files where they fit the task (`expert_store`).
+Without the last rule a junk command after the replayed prefix did the work (an echoed tool response, a typo)
+would become the expert, and imitation would teach it. The book is persisted as `<dir>/<task id>.json` after
+every refresh (the task folder's fingerprint, current steps, their origin, and the history of refreshes), and
+`load_saved` starts a new run from those files where they fit the task (`expert_store`).
 """
 
 from __future__ import annotations
@@ -93,11 +93,14 @@ class ExpertBook:
         oracles: dict[str, list[ExpertStep]],
         folder: Path | None = None,
         fingerprints: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
-        """`fingerprints`: per task, its folder's `task_fingerprint`, saved with its expert so that a later
-        run can tell whether the saved expert was made on the same task files."""
+        """`oracles`: every task's given expert; `labels`: where a task's given expert comes from, when not
+        its oracle solution. `fingerprints`: per task, its folder's `task_fingerprint`, saved with its expert
+        so that a later run can tell whether the saved expert was made on the same task files."""
         self.folder = folder
         self.fingerprints = fingerprints or {}
+        self.labels = labels or {}
         self.tasks = {
             task_id: TaskExpert(list(steps), [ORACLE] * len(steps)) for task_id, steps in oracles.items()
         }
@@ -120,7 +123,7 @@ class ExpertBook:
                 except SavedExpertError as error:
                     problem = str(error)
             expert = self.tasks[task_id]
-            source = "oracle" if expert is oracle else "saved"
+            source = self.labels.get(task_id, ORACLE) if expert is oracle else "saved"
             starts[task_id] = ExpertStart(task_id, source, path, len(expert.steps), expert.native, problem)
         return starts
 

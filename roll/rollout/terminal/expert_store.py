@@ -122,7 +122,7 @@ class ExpertStart:
     """Which expert a task's run starts from, and why not the saved one when that was rejected."""
 
     task_id: str
-    source: str  # "saved" or "oracle"
+    source: str  # "saved", "oracle", or where the task's given expert comes from
     path: Path | None
     steps: int
     policy_steps: int
@@ -134,7 +134,7 @@ class ExpertStart:
                 f"{self.task_id}: starts from its saved expert {self.path} ({self.steps} steps, "
                 f"{self.policy_steps} the policy's own)"
             )
-        line = f"{self.task_id}: starts from the oracle expert ({self.steps} steps)"
+        line = f"{self.task_id}: starts from the {self.source} expert ({self.steps} steps)"
         if self.problem is None:
             return line + (f"; no saved expert at {self.path}" if self.path else "")
         return (

@@ -8,11 +8,13 @@ moves the rollback start back once the policy succeeds there; a success is offer
 whose refresh rebases the task's schedule on the new expert.
 
 The book lives under the run folder (`<run>/experts/<task>.json`, written at every refresh); the rollback
-state goes into each checkpoint. `resume=true` restores both; a fresh run starts every task from its oracle.
+state goes into each checkpoint. `resume=true` restores both; a fresh run starts every task from its given
+expert: its shortest recorded trajectory in env.experts, else its oracle solution.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +22,16 @@ from typing import Any
 
 from rock.proxy.types import EpisodeRecord
 from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.expert import ExpertStep, oracle_expert
+from roll.rollout.terminal.expert import ExpertStep, oracle_expert, recorded_experts
 from roll.rollout.terminal.expert_book import ExpertBook
 from roll.rollout.terminal.expert_store import TaskExpert, task_fingerprint
 from roll.rollout.terminal.resampling import SequentialRollback, StartStats
 from roll.rollout.terminal.tasks import load_terminal_tasks
+
+
+def anchor_offset(task_id: str) -> int:
+    """A task's fixed pseudo-random offset into the cycle of anchors (the same in every run)."""
+    return int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:4], "big")
 
 
 @dataclass(frozen=True)
@@ -40,11 +47,14 @@ class StartPoints:
         run, whose saved experts are removed)."""
         self.config = config
         tasks = load_terminal_tasks(config)
-        oracles = {task.id: oracle_expert(task) for task in tasks}
+        recorded = recorded_experts(config.experts) if config.experts is not None else {}
+        given = {task.id: recorded.get(task.id) or oracle_expert(task) for task in tasks}
         fingerprints = {task.id: task_fingerprint(task.path) for task in tasks}
         if state is None:
             shutil.rmtree(experts_dir, ignore_errors=True)
-        self.book = ExpertBook(oracles, experts_dir, fingerprints)
+        label = f"recorded ({config.experts})"
+        labels = {task_id: label for task_id in recorded if task_id in given}
+        self.book = ExpertBook(given, experts_dir, fingerprints, labels)
         self.starts = self.book.load_saved() if state is not None else {}
         rollback = config.resampling.rollback
         self.schedules = {
@@ -54,13 +64,13 @@ class StartPoints:
                 rollback.min_samples,
                 rollback.window,
             )
-            for task_id in oracles
+            for task_id in given
         }
         for task_id, saved in (state or {}).items():
             self._restore(task_id, saved)
         self._groups: dict[str, GroupStart] = {}
         self._groups_of: dict[str, int] = {}
-        self._position = {task_id: index for index, task_id in enumerate(self.schedules)}
+        self._offset = {task_id: anchor_offset(task_id) for task_id in self.schedules}
 
     def _restore(self, task_id: str, saved: dict[str, Any]) -> None:
         schedule = self.schedules.get(task_id)
@@ -83,9 +93,11 @@ class StartPoints:
                 self._groups_of[task_id] = count + 1
                 anchors = self.schedules[task_id].anchors(self.config.resampling.anchors)
                 points = sorted(set(anchors), reverse=True)
-                # Offset by the task's position: with many tasks each played once or twice (a generated task
-                # set), consecutive tasks still start at different anchors, so a batch holds them all.
-                start = points[(count + self._position[task_id]) % len(points)]
+                # Offset per task: with many tasks each played once or twice (a generated task set), tasks
+                # still start at different anchors, so a batch holds them all. The offset hashes the task's
+                # name, not its position: families interleaved with a period sharing a factor with the
+                # number of anchors would otherwise start every task of a family at the same anchor.
+                start = points[(count + self._offset[task_id]) % len(points)]
             group = GroupStart(task_id, start, self.book.current(task_id))
             self._groups[group_id] = group
         return group.start, group.base.steps
