@@ -20,6 +20,7 @@ from rich.console import Console
 
 from roll.config import validate_config
 from roll.pipeline.config import TrainConfig
+from roll.rollout.terminal.start_points import anchor_offset
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -79,11 +80,12 @@ def test_a_two_step_terminal_run_trains_resampled_and_imitation_chunks(run: tupl
     for record in records:
         assert record["staleness_max"] <= 1 and record["train/loss_tokens"] > 0
         assert record["workers_lost"] == 0 and record["buffer/infra_failed"] == 0
-    # Step 1: each task's first group starts at an anchor offset by the task's position: the first task at
-    # its last expert step (k = 1: only the final message is left), where the erring policy still succeeds,
-    # the second at k = 0, where it fails (and trains the expert's first step by imitation). Successes at
-    # k = 1 move each task's start back to k = 0.
-    assert records[0]["success"] == 0.5
+    # Step 1: each task's first group starts at the anchor its name's offset picks, for both tasks k = 0,
+    # where the erring policy fails (and trains the expert's first step by imitation). Step 2: their second
+    # groups start at the last expert step (k = 1: only the final message is left), where it succeeds.
+    # Successes at k = 1 move each task's start back to k = 0.
+    assert all(anchor_offset(task) % 2 == 1 for task in TASKS)
+    assert [r["success"] for r in records] == [0.0, 1.0]
     assert all(records[-1][f"start/{task}"] == 0 for task in TASKS)
     assert sum(r.get("imitation_trajectories", 0) for r in records) >= 1
     assert records[-1]["buffer/imitation_groups"] >= 1
