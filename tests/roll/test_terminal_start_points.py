@@ -212,12 +212,16 @@ def test_recorded_experts_take_each_tasks_shortest_clean_success(tmp_path: Path)
         TASK: [ExpertStep("chmod +x run.sh", "Fix it."), ExpertStep(None, "Done.")],
         "other": [ExpertStep("wc -l a", "Count."), ExpertStep(None, "Done.")],
     }
-    # The run starts TASK from it (2 steps, where its oracle has 5): anchors 2 cycle over starts 0 and 1 (its offset is 1).
+    # The run starts TASK from it (2 steps, where its oracle has 5): anchors 2 cycle over starts 0 and 1 (the
+    # task's offset is 1).
     config = env().model_copy(update={"experts": path})
     points = StartPoints(config, tmp_path / "experts", None)
     assert points.experts()[TASK] == experts[TASK]
     assert [points.group_start(f"g{i}", TASK)[0] for i in range(2)] == [0, 1]
-    assert points.describe() == []  # a fresh run: no saved expert to report on
+    assert points.describe() == [  # a fresh run: no saved expert to report on
+        "initialized resampling: 1 of 1 train tasks start from their shortest successful trajectory in "
+        f"{path}, the others from their oracle solution"
+    ]
     assert points.book.load_saved()[TASK].describe() == (
         f"{TASK}: starts from the recorded ({path}) expert (2 steps); no saved expert at "
         f"{tmp_path / 'experts' / (TASK + '.json')}"

@@ -54,6 +54,14 @@ class StartPoints:
             shutil.rmtree(experts_dir, ignore_errors=True)
         label = f"recorded ({config.experts})"
         labels = {task_id: label for task_id in recorded if task_id in given}
+        self._given = (
+            [
+                f"initialized resampling: {len(labels)} of {len(given)} train tasks start from their "
+                f"shortest successful trajectory in {config.experts}, the others from their oracle solution"
+            ]
+            if config.experts is not None
+            else []
+        )
         self.book = ExpertBook(given, experts_dir, fingerprints, labels)
         self.starts = self.book.load_saved() if state is not None else {}
         rollback = config.resampling.rollback
@@ -80,8 +88,9 @@ class StartPoints:
         schedule.stats = {int(k): StartStats(list(v)) for k, v in saved["outcomes"].items()}
 
     def describe(self) -> list[str]:
-        """Per task, which expert it starts from (saved or oracle) and why not the saved one."""
-        return [start.describe() for start in self.starts.values()]
+        """Where the given experts come from, then per task with a saved expert (a resumed run) which one it
+        starts from and why not the saved one."""
+        return [*self._given, *(start.describe() for start in self.starts.values())]
 
     def group_start(self, group_id: str, task_id: str) -> tuple[int, list[ExpertStep]]:
         """A training group's start point and the expert steps it starts after (same for every member)."""
