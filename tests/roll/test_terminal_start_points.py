@@ -233,5 +233,8 @@ def test_a_broken_experts_file_says_which_line(tmp_path: Path) -> None:
     path.write_text(trajectory_record(TASK, True, ("Done.", None, False)) + '\n{"task_id": "x"}\n')
     with pytest.raises(RecordedExpertsError, match=r"line 2 is not a trajectory record"):
         recorded_experts(path)
+    path.write_text('{"task_id": "x", "messages": ["not a message"], "verifier": {"passed": true}}\n')
+    with pytest.raises(RecordedExpertsError, match=r"line 1 is not a trajectory record"):
+        recorded_experts(path)
     with pytest.raises(RecordedExpertsError, match=r"cannot be read"):
         recorded_experts(tmp_path / "missing.jsonl")

@@ -125,12 +125,12 @@ def recorded_experts(path: Path) -> dict[str, list[ExpertStep]]:
             task_id, messages = record["task_id"], record["messages"]
             passed = bool((record.get("verifier") or {}).get("passed"))
             steps = expert_from_messages(messages)
-        except (ValueError, KeyError, TypeError) as error:
+            mistaken = any(m.get("role") == "assistant" and m.get("error") for m in messages)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise RecordedExpertsError(
                 f"env.experts: {path} line {number} is not a trajectory record with task_id and messages "
                 f"({type(error).__name__}: {error}); fix or remove that line"
             ) from error
-        mistaken = any(m.get("role") == "assistant" and m.get("error") for m in messages)
         if not passed or mistaken or not steps:
             continue
         if task_id not in experts or len(steps) < len(experts[task_id]):

@@ -90,19 +90,19 @@ class ExpertBook:
 
     def __init__(
         self,
-        oracles: dict[str, list[ExpertStep]],
+        given: dict[str, list[ExpertStep]],
         folder: Path | None = None,
         fingerprints: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
     ) -> None:
-        """`oracles`: every task's given expert; `labels`: where a task's given expert comes from, when not
-        its oracle solution. `fingerprints`: per task, its folder's `task_fingerprint`, saved with its expert
-        so that a later run can tell whether the saved expert was made on the same task files."""
+        """`given`: every task's expert to start from; `labels`: where a task's given expert comes from, when
+        not its oracle solution. `fingerprints`: per task, its folder's `task_fingerprint`, saved with its
+        expert so that a later run can tell whether the saved expert was made on the same task files."""
         self.folder = folder
         self.fingerprints = fingerprints or {}
         self.labels = labels or {}
         self.tasks = {
-            task_id: TaskExpert(list(steps), [ORACLE] * len(steps)) for task_id, steps in oracles.items()
+            task_id: TaskExpert(list(steps), [ORACLE] * len(steps)) for task_id, steps in given.items()
         }
 
     def path(self, task_id: str) -> Path | None:
@@ -112,7 +112,7 @@ class ExpertBook:
         """Start every task from its saved expert where one exists and fits the task (same fingerprint,
         well-formed), else from its oracle; per task, which one and why not the saved one."""
         starts = {}
-        for task_id, oracle in self.tasks.items():
+        for task_id, first in self.tasks.items():
             path, problem = self.path(task_id), None
             fingerprint = self.fingerprints.get(task_id)
             if path is not None and path.exists():
@@ -123,7 +123,7 @@ class ExpertBook:
                 except SavedExpertError as error:
                     problem = str(error)
             expert = self.tasks[task_id]
-            source = self.labels.get(task_id, ORACLE) if expert is oracle else "saved"
+            source = self.labels.get(task_id, ORACLE) if expert is first else "saved"
             starts[task_id] = ExpertStart(task_id, source, path, len(expert.steps), expert.native, problem)
         return starts
 

@@ -52,16 +52,13 @@ class StartPoints:
         fingerprints = {task.id: task_fingerprint(task.path) for task in tasks}
         if state is None:
             shutil.rmtree(experts_dir, ignore_errors=True)
-        label = f"recorded ({config.experts})"
-        labels = {task_id: label for task_id in recorded if task_id in given}
-        self._given = (
-            [
+        labels = {task_id: f"recorded ({config.experts})" for task_id in recorded if task_id in given}
+        self._given: list[str] = []
+        if config.experts is not None:
+            self._given.append(
                 f"initialized resampling: {len(labels)} of {len(given)} train tasks start from their "
                 f"shortest successful trajectory in {config.experts}, the others from their oracle solution"
-            ]
-            if config.experts is not None
-            else []
-        )
+            )
         self.book = ExpertBook(given, experts_dir, fingerprints, labels)
         self.starts = self.book.load_saved() if state is not None else {}
         rollback = config.resampling.rollback
