@@ -39,6 +39,13 @@ def run(
         Path | None,
         typer.Option(help="With -p: write JSON (session id, rounds, token usage, time, termination reason)."),
     ] = None,
+    trajectory: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the session as an ATIF trajectory (Harbor's format) to this file: after the -p run, "
+            "or, with --resume/--continue and no prompt, the saved session without running anything."
+        ),
+    ] = None,
     continue_: Annotated[
         bool, typer.Option("--continue", "-c", help="Continue the latest session of this directory.")
     ] = False,
@@ -92,6 +99,8 @@ def run(
         for info in store.list(str(cwd)):
             print(f"{info.id}  {info.created[:19]}  {info.first_prompt}")
         return
+    if trajectory is not None and prompt is None and (resume or continue_):
+        raise typer.Exit(_export_session(store, resume, str(cwd), trajectory, errors))
     mode = _approval_mode(yolo, approval_mode, errors)
     profile = _prompt_profile(prompt_profile)
     options = AgentOptions(
@@ -126,10 +135,30 @@ def run(
 
             Repl(parts, store, session).loop()
             return
+        if session is None:
+            session = store.create(str(parts.options.cwd), parts.llm.config.model)
         code = _run_once(parts, store, session, prompt, output_file)
+        if trajectory is not None:
+            code = _export_session(store, session.id, str(cwd), trajectory, errors) or code
     finally:
         parts.close()
     raise typer.Exit(code)
+
+
+def _export_session(store, session_id: str | None, cwd: str, path: Path, errors) -> int:  # type: ignore[no-untyped-def]
+    """Write a saved session (the latest of `cwd` when no id is given) as ATIF; 0, or 2 with the reason."""
+    from iflow.atif import AtifError, write_trajectory
+    from iflow.session_atif import session_trajectory
+    from iflow.sessions import SessionError
+
+    try:
+        chosen = session_id or store.latest(cwd).id
+        write_trajectory(path, session_trajectory(store, chosen))
+    except (SessionError, AtifError, OSError) as error:
+        errors.print(f"[red]iflow:[/] cannot write the ATIF trajectory to {path}: {error}")
+        return 2
+    errors.print(f"iflow: ATIF trajectory of session {chosen} written to {path}")
+    return 0
 
 
 def _approval_mode(yolo: bool, approval_mode: str | None, errors: object) -> str | None:
