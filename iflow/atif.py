@@ -138,7 +138,7 @@ def messages_from_trajectory(trajectory: atif.Trajectory, skip_copied: bool = Fa
             else _text([part.model_dump() for part in step.message])
         )
         if step.source == "agent":
-            message: Message = {"role": "assistant", "content": text or None}
+            message: Message = {"role": "assistant", "content": text}
             if step.tool_calls:
                 message["tool_calls"] = [
                     {

@@ -334,3 +334,40 @@ def funnel(
     markdown, png = write_funnel(stages, out)
     console.print(" -> ".join(f"{s.name} {s.total}" for s in stages))
     console.print(f"{markdown}, {png}")
+
+
+@app.command("export-atif")
+def export_atif_command(
+    source: Annotated[Path, typer.Argument(help="Trajectories from `rome data collect` or `filter`.")],
+    out: Annotated[Path, typer.Option(help="Folder for one ATIF trajectory file per record.")],
+    token_ids: Annotated[
+        bool, typer.Option(help="Also keep each call's token ids and logprobs (large files).")
+    ] = False,
+) -> None:
+    """Trajectories as ATIF (Harbor's trajectory format), validated with the atif models."""
+    from iflow.atif import AtifError
+    from rome.data.atif import export_atif
+    from rome.data.types import read_trajectories
+
+    try:
+        written = export_atif(list(read_trajectories(source)), out, token_ids)
+    except (_trajectory_errors(), AtifError) as error:
+        raise fail(str(error)) from error
+    console.print(f"{len(written)} ATIF trajectories -> {out}")
+
+
+@app.command("import-atif")
+def import_atif_command(
+    sources: Annotated[list[Path], typer.Argument(help="ATIF trajectory files, or folders of them.")],
+    out: Annotated[Path, typer.Option(help="JSONL of trajectory records (for filter and export-sft).")],
+) -> None:
+    """ATIF trajectories from elsewhere (other agents, Harbor trials) as teacher data for the next stages."""
+    from iflow.atif import AtifError
+    from rome.data.atif import import_atif
+
+    try:
+        records = import_atif(sources, out)
+    except AtifError as error:
+        raise fail(str(error)) from error
+    verified = sum(record.verifier.passed for record in records)
+    console.print(f"{len(records)} trajectories ({verified} verified) -> {out}")
