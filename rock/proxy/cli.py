@@ -29,7 +29,11 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8090,
     unix_socket: Annotated[
-        Path | None, typer.Option("--socket", help="Also listen on this unix socket.")
+        Path | None, typer.Option("--socket", help="Also listen on this unix socket (owner-only, 0600).")
+    ] = None,
+    socket_group: Annotated[
+        str | None,
+        typer.Option(help="Make the --socket 0660 for this group's members (default: owner-only)."),
     ] = None,
 ) -> None:
     """Serve the OpenAI-compatible chat endpoint and the episode routes until Ctrl-C."""
@@ -55,4 +59,8 @@ def serve(
         details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in error.errors())
         typer.echo(f"error: {details}", err=True)
         raise typer.Exit(2) from None
-    run(config, host, port, unix_socket)
+    try:
+        run(config, host, port, unix_socket, socket_group)
+    except ValueError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import grp
 import socket
 import threading
 import time
@@ -12,21 +12,32 @@ import uvicorn
 
 from rock.proxy.app import create_app
 from rock.proxy.types import ProxyConfig
+from rock.unix_sockets import bind_unix
 
 START_TIMEOUT_S = 30
 
 
-def _sockets(host: str, port: int, unix_socket: Path | None) -> list[socket.socket]:
+def _sockets(
+    host: str, port: int, unix_socket: Path | None, socket_group: str | None = None
+) -> list[socket.socket]:
+    """The TCP socket, and the unix socket if asked for: owner-only (0600), or 0660 for `socket_group`'s
+    members, the group the operator names (the proxy has no API keys: whoever can connect may chat)."""
     tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     tcp.bind((host, port))
     sockets = [tcp]
     if unix_socket is not None:
         unix_socket.unlink(missing_ok=True)
-        uds = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        uds.bind(str(unix_socket))
-        os.chmod(unix_socket, 0o666)
-        sockets.append(uds)
+        if socket_group is None:
+            sockets.append(bind_unix(unix_socket, 0o600))
+        else:
+            try:
+                gid = grp.getgrnam(socket_group).gr_gid
+            except KeyError:
+                raise ValueError(
+                    f"no group {socket_group!r} on this host for --socket-group; create it or name another"
+                ) from None
+            sockets.append(bind_unix(unix_socket, 0o660, gid))
     return sockets
 
 
@@ -67,7 +78,9 @@ class ProxyThread:
             sock.close()
 
 
-def serve(config: ProxyConfig, host: str, port: int, unix_socket: Path | None) -> None:
+def serve(
+    config: ProxyConfig, host: str, port: int, unix_socket: Path | None, socket_group: str | None = None
+) -> None:
     uvicorn.Server(uvicorn.Config(create_app(config), log_level="info")).run(
-        sockets=_sockets(host, port, unix_socket)
+        sockets=_sockets(host, port, unix_socket, socket_group)
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rock.proxy.errors import ProxyError
 from rock.proxy.types import EPISODE_HEADER, SANDBOX_HEADER
+from rock.unix_sockets import bind_unix
 
 MODEL_ROUTES = ("/v1/",)
 
@@ -58,13 +58,10 @@ class SocketListeners:
                 code="invalid_value",
             )
         target.unlink(missing_ok=True)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.bind(str(target))
+            sock = bind_unix(target, 0o666)  # the sandbox's user is not the proxy's
         except OSError as error:
-            sock.close()
             raise ProxyError(f"cannot listen on {path}: {error}", status=422, code="invalid_value") from error
-        os.chmod(target, 0o666)  # the sandbox's user is not the proxy's
         config = uvicorn.Config(
             SandboxScope(self.app, sandbox_id, episode_id), log_level="warning", lifespan="off"
         )

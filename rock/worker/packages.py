@@ -14,6 +14,7 @@ import contextlib
 from pathlib import Path
 
 from rock.packages.cache import PYPI_PATH
+from rock.unix_sockets import bind_unix
 
 PYPI_PORT = 3141
 APT_PORT = 3142
@@ -71,10 +72,9 @@ class PackageBridges:
             if target is None:
                 continue
             host, _, port = target.rpartition(":")
-            servers.append(
-                await asyncio.start_unix_server(self._carry(host, int(port)), str(host_dir / name))
-            )
-            (host_dir / name).chmod(0o666)
+            # Mode 0666: the sandbox's user is not the worker's; set without following a swapped-in link.
+            sock = bind_unix(host_dir / name, 0o666)
+            servers.append(await asyncio.start_unix_server(self._carry(host, int(port)), sock=sock))
         self._servers[sandbox_id] = servers
 
     async def detach(self, sandbox_id: str) -> None:
