@@ -45,6 +45,10 @@ class DockerSandbox:
         # Plain Docker has no package cache: `packages` is `none` here; `full` needs the operator's consent.
         self.network_policy, note = grant(task.network.most, allow_internet, package_cache=False)
         self.notes = [note] if note else []
+        if self.network_policy == "allowlist":
+            # Plain Docker cannot firewall a container's egress: no network rather than all of it.
+            self.network_policy = "none"
+            self.notes.append("an allowlist needs ROCK's egress firewall (--sandbox rock); granted none")
         try:
             self._container = client.containers.run(
                 image,

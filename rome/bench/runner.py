@@ -142,7 +142,10 @@ def run_trials(
     def one(task: Task, attempt: int, sandboxes: SandboxProvider) -> TrialResult:
         build = builds[task.id]
         build_sec = build.seconds if first_attempt[task.id] == attempt else 0.0
-        trial = run_trial(task, attempt, agent, sandboxes, build.image, build.error, build_sec, model)
+        artifacts = trial_path(output, task.id, attempt).with_suffix("") / "artifacts"
+        trial = run_trial(
+            task, attempt, agent, sandboxes, build.image, build.error, build_sec, model, artifacts
+        )
         write_trial(output, trial)
         return trial
 

@@ -1,10 +1,18 @@
-"""One trial: sandbox from the task image, agent under its timeout, then the task's tests under theirs."""
+"""One trial: sandbox from the task image, agent under its timeout, then the task's tests under theirs.
+
+Around them, the Harbor task features: the environment's healthcheck before the first agent; per step, its
+workdir/ files and setup.sh, then its healthcheck; artifacts copied into the trial folder after the tests;
+and between steps the previous step's /tests, /logs/verifier and /solution removed, so the next step's agent
+never sees another step's tests or reward.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 import time
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -20,15 +28,29 @@ from rome.bench.verdict import (
     network_failure,
     verifier_crash,
 )
-from rome.terminal_tasks.sandbox import SandboxError, SandboxProvider, TrialSandbox
-from rome.terminal_tasks.task import Task
+from rome.terminal_tasks.artifacts import ARTIFACTS_MOUNT
+from rome.terminal_tasks.artifacts import collect as collect_artifacts
+from rome.terminal_tasks.healthcheck import wait_healthy
+from rome.terminal_tasks.network import phase_policies
+from rome.terminal_tasks.sandbox import CommandResult, SandboxError, SandboxProvider, TrialSandbox
+from rome.terminal_tasks.task import SOLUTION_MOUNT, TESTS_MOUNT, VERIFIER_LOGS, Task
 from rome.terminal_tasks.verifier import verify as run_verifier
 
 FailureMode = Literal[
-    "build_error", "sandbox_error", "agent_timeout", "agent_error", "test_timeout", "verifier_error"
+    "build_error",
+    "sandbox_error",
+    "setup_error",
+    "agent_timeout",
+    "agent_error",
+    "test_timeout",
+    "verifier_error",
 ]
 
 SANDBOX_TRIES = 2
+# The cause of a `setup_error`: a step's setup.sh failed or a healthcheck never passed.
+NOT_READY = "environment not ready"
+# Removed before each step's agent: what the previous step's verifier and oracle left behind.
+STEP_LEFTOVERS = (TESTS_MOUNT, VERIFIER_LOGS, SOLUTION_MOUNT, ARTIFACTS_MOUNT)
 
 
 class Timings(BaseModel):
@@ -55,6 +77,9 @@ class StepResult(BaseModel):
     error: str | None = None
     agent_log: str = ""
     verifier_output: str = ""
+    # The step's reward.json metrics (or {"reward": r}), what min_reward gates on.
+    metrics: dict[str, float] = Field(default_factory=dict)
+    stopped_here: str | None = None
 
 
 class TrialResult(BaseModel):
@@ -72,7 +97,13 @@ class TrialResult(BaseModel):
     cause: str | None = None
     failure_mode: FailureMode | None = None
     error: str | None = None
+    # The network the sandbox was made with, and what each phase had in it (see network.phase_policies).
     network: str = "none"
+    network_agent: str = "none"
+    network_verifier: str = "none"
+    healthchecks: list[str] = Field(default_factory=list)
+    # Relative to the trial's artifacts folder (trials/<task>__<attempt>/artifacts).
+    artifacts_dir: str | None = None
     notes: list[str] = Field(default_factory=list)
     steps: list[StepResult] = Field(default_factory=list)
     timings: Timings = Field(default_factory=Timings)
@@ -121,6 +152,8 @@ def classify(result: TrialResult | StepResult) -> None:
         result.verdict, result.cause = "infra_error", NETWORK_NEEDED if net else IMAGE_BUILD_FAILED
     elif mode == "sandbox_error":
         result.verdict, result.cause = "infra_error", SANDBOX_LOST
+    elif mode == "setup_error":
+        result.verdict, result.cause = "infra_error", NOT_READY
     elif mode == "verifier_error":
         net = network_failure(result.verifier_output)
         result.verdict, result.cause = "infra_error", NETWORK_NEEDED if net else VERIFIER_CRASHED
@@ -149,11 +182,13 @@ def run_trial(
     build_error: str | None = None,
     build_sec: float = 0.0,
     model: str | None = None,
+    artifacts_dir: Path | None = None,
 ) -> TrialResult:
     """Run one trial end to end. Never raises for the task's or the agent's faults: they are recorded.
 
     A sandbox that dies under the trial (an infrastructure fault, not the agent's) is replaced and the trial
     run again, up to SANDBOX_TRIES times; the errors of the lost sandboxes stay in `sandbox_retries`.
+    Artifacts go under `artifacts_dir` (none are collected without one).
     """
     started = time.monotonic()
     lost: list[str] = []
@@ -173,7 +208,7 @@ def run_trial(
         if image is None:
             result.failure_mode, result.error = "build_error", build_error or "the task image did not build"
         else:
-            _run_in_sandbox(task, agent, provider, image, result)
+            _run_in_sandbox(task, agent, provider, image, result, artifacts_dir)
         if result.failure_mode != "sandbox_error" or len(lost) + 1 >= SANDBOX_TRIES:
             break
         lost.append(result.error or "sandbox lost")
@@ -186,10 +221,28 @@ def run_trial(
     return result
 
 
+class _AgentView:
+    """The sandbox as the agent phase sees it: every command starts in the task's workdir (when it names
+    one) with the task's [environment.env]. Agents that drive the sandbox another way (iflow's ROCK
+    executor) reach the sandbox itself through attribute access."""
+
+    def __init__(self, sandbox: TrialSandbox, task: Task) -> None:
+        self._sandbox, self._env, self._workdir = sandbox, task.agent_env, task.workdir
+
+    def run(self, command: str, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        if self._workdir:
+            command = f"mkdir -p {shlex.quote(self._workdir)} && cd {shlex.quote(self._workdir)} && {command}"
+        merged = {**self._env, **(env or {})}
+        return self._sandbox.run(command, timeout=timeout, env=merged or None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sandbox, name)
+
+
 def _run_agent(agent: Agent, sandbox: TrialSandbox, task: Task, result: TrialResult) -> None:
     t1 = time.monotonic()
     try:
-        outcome = agent.run(sandbox, task, timeout=task.agent_timeout_sec)
+        outcome = agent.run(_AgentView(sandbox, task), task, timeout=task.agent_timeout_sec)  # type: ignore[arg-type]
     except SandboxError:
         raise
     except Exception as exc:  # an agent crash is a result to record, not a harness failure
@@ -206,19 +259,126 @@ def _run_agent(agent: Agent, sandbox: TrialSandbox, task: Task, result: TrialRes
             result.failure_mode, result.error = "agent_error", outcome.error
 
 
-def _run_steps(task: Task, agent: Agent, sandbox: TrialSandbox, result: TrialResult) -> None:
-    """Each step in order in the one sandbox: the agent on the step's instruction, then the step's tests."""
+def _enter_phase(
+    sandbox: TrialSandbox, task: Task, phase: Literal["agent", "verifier"], result: TrialResult
+) -> None:
+    """Give the sandbox the phase's network (when it can switch in place) and record what the phase had."""
+    switch = getattr(sandbox, "set_network", None)
+    policy = phase_policies(task.network, getattr(sandbox, "network_policy", "none"), switch is not None)[
+        phase
+    ]
+    if switch is not None:
+        switch(policy)
+    setattr(result, f"network_{phase}", policy)
+
+
+def _ready(sandbox: TrialSandbox, task: Task, where: str, result: TrialResult) -> bool:
+    """The healthcheck of `task` (environment or step view) passed, or there is none."""
+    if task.healthcheck is None:
+        return True
+    report = wait_healthy(sandbox, task.healthcheck)
+    result.healthchecks.append(report.describe(where))
+    if not report.healthy:
+        result.failure_mode, result.error = "setup_error", report.describe(where)
+    return report.healthy
+
+
+def _workdir(sandbox: TrialSandbox, task: Task) -> str:
+    if task.workdir:
+        return task.workdir
+    found = sandbox.run("pwd", timeout=30).output.strip().splitlines()
+    return found[-1] if found and found[-1].startswith("/") else "/app"
+
+
+def _stage_workdir(sandbox: TrialSandbox, task: Task, name: str, result: TrialResult) -> bool:
+    """A step's workdir/ files into the environment's workdir, then its setup.sh run there and removed."""
+    folder = task.step_workdir_dir
+    if folder is None:
+        return True
+    workdir = _workdir(sandbox, task)
+    entries = sorted(folder.iterdir())
+    if entries:
+        sandbox.upload(entries, workdir)
+    if not (folder / "setup.sh").is_file():
+        return True
+    here = shlex.quote(workdir)
+    command = f"cd {here} && bash ./setup.sh; status=$?; rm -f {here}/setup.sh; exit $status"
+    run = sandbox.run(command, timeout=task.agent_timeout_sec)
+    result.commands.append(
+        CommandRecord(
+            phase="setup",
+            command=f"bash {workdir}/setup.sh",
+            exit_code=run.exit_code,
+            duration_sec=run.duration_sec,
+            timed_out=run.timed_out,
+        )
+    )
+    if run.exit_code == 0 and not run.timed_out:
+        return True
+    result.failure_mode = "setup_error"
+    result.error = f"step {name}: workdir/setup.sh exited with {run.exit_code}: {run.output.strip()[-300:]}"
+    return False
+
+
+def _metrics(sandbox: TrialSandbox, reward: float) -> dict[str, float]:
+    """The step's metrics for min_reward: reward.json's numeric entries, and always `reward`."""
+    import json
+
+    metrics: dict[str, float] = {}
+    text = sandbox.read_text(f"{VERIFIER_LOGS}/reward.json")
+    if text:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            metrics = {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
+    return {**metrics, "reward": reward}
+
+
+def _collect(
+    sandbox: TrialSandbox, task: Task, into: Path | None, result: TrialResult, top: Path | None
+) -> None:
+    if into is None or top is None:
+        return
+    result.notes += collect_artifacts(sandbox, task.artifacts, into)
+    if into.exists():
+        result.artifacts_dir = str(top)
+
+
+def _run_steps(
+    task: Task, agent: Agent, sandbox: TrialSandbox, result: TrialResult, artifacts_dir: Path | None
+) -> None:
+    """Each step in order in the one sandbox: set-up, healthcheck, the agent on the step's instruction, then
+    the step's tests; the previous step's tests, reward and oracle are removed before the next agent."""
     from rome.terminal_tasks.steps import aggregate
 
     rewards: list[float | None] = []
-    for step in task.steps:
+    for index, step in enumerate(task.steps):
         view = task.for_step(step)
-        scratch = result.model_copy(update={"failure_mode": None, "error": None, "commands": []})
+        scratch = result.model_copy(
+            update={"failure_mode": None, "error": None, "commands": [], "healthchecks": [], "notes": []}
+        )
         scratch.timings = result.timings
-        _run_agent(agent, sandbox, view, scratch)
-        verify(sandbox, view, scratch)
+        if index:
+            sandbox.run("rm -rf " + " ".join(STEP_LEFTOVERS), timeout=30)
+        metrics: dict[str, float] = {}
+        if _stage_workdir(sandbox, view, step.name, scratch) and _ready(
+            sandbox, view, f"step {step.name}", scratch
+        ):
+            _enter_phase(sandbox, task, "agent", result)
+            _run_agent(agent, sandbox, view, scratch)
+            _enter_phase(sandbox, task, "verifier", result)
+            verify(sandbox, view, scratch)
+            metrics = _metrics(sandbox, scratch.reward)
+            step_dir = artifacts_dir / "steps" / step.name if artifacts_dir else None
+            _collect(sandbox, view, step_dir, scratch, artifacts_dir)
         classify(scratch)
         result.commands.extend(scratch.commands)
+        result.healthchecks.extend(scratch.healthchecks)
+        result.notes.extend(scratch.notes)
+        result.artifacts_dir = result.artifacts_dir or scratch.artifacts_dir
+        gate = step.below_gate(metrics) if scratch.verdict != "infra_error" else None
         result.steps.append(
             StepResult(
                 name=step.name,
@@ -229,12 +389,14 @@ def _run_steps(task: Task, agent: Agent, sandbox: TrialSandbox, result: TrialRes
                 error=scratch.error,
                 agent_log=scratch.agent_log,
                 verifier_output=scratch.verifier_output,
+                metrics=metrics,
+                stopped_here=gate,
             )
         )
         rewards.append(scratch.reward)
-        below_gate = step.min_reward is not None and scratch.reward < step.min_reward
-        if scratch.verdict == "infra_error" or below_gate:
+        if scratch.verdict == "infra_error" or gate:
             break
+    _collect(sandbox, task, artifacts_dir, result, artifacts_dir)
     rewards += [None] * (len(task.steps) - len(rewards))
     result.reward = aggregate(rewards, task.steps, task.step_reward_strategy)
     result.reward_source = f"steps ({task.step_reward_strategy})"
@@ -264,7 +426,12 @@ def _roll_up(result: TrialResult) -> None:
 
 
 def _run_in_sandbox(
-    task: Task, agent: Agent, provider: SandboxProvider, image: str, result: TrialResult
+    task: Task,
+    agent: Agent,
+    provider: SandboxProvider,
+    image: str,
+    result: TrialResult,
+    artifacts_dir: Path | None,
 ) -> None:
     t0 = time.monotonic()
     try:
@@ -276,11 +443,16 @@ def _run_in_sandbox(
     result.network = getattr(sandbox, "network_policy", "none")
     result.notes = list(getattr(sandbox, "notes", None) or [])
     try:
+        if not _ready(sandbox, task, "environment", result):
+            return
         if task.steps:
-            _run_steps(task, agent, sandbox, result)
+            _run_steps(task, agent, sandbox, result, artifacts_dir)
         else:
+            _enter_phase(sandbox, task, "agent", result)
             _run_agent(agent, sandbox, task, result)
+            _enter_phase(sandbox, task, "verifier", result)
             verify(sandbox, task, result)
+            _collect(sandbox, task, artifacts_dir, result, artifacts_dir)
     except SandboxError as exc:
         result.steps = []
         result.failure_mode, result.error = "sandbox_error", str(exc)

@@ -1,9 +1,14 @@
-"""What a task asks of the network, and what a run grants it: `none | packages | full`.
+"""What a task asks of the network, and what a run grants it: `none | packages | allowlist | full`.
 
 Tasks spell their wish many ways: Harbor's `[environment].allow_internet`, `network_mode` in `[environment]`,
-`[agent]` or `[verifier]` (`public | no-network | allowlist`), and the same keys in `[X.network]` tables.
-They all read into one `NetworkNeeds` per phase. A run grants `full` only when its operator allowed the
-internet (`--allow-internet`); otherwise a wish for more than packages becomes `packages`, with a note.
+`[agent]` or `[verifier]` (`public | no-network | allowlist`, with `allowed_hosts`), and the same keys in
+`[X.network]` tables. They all read into one `NetworkNeeds` per phase; the environment's mode is the default
+of both. A run grants `allowlist` and `full` only when its operator allowed the internet
+(`--allow-internet`); otherwise such a wish becomes `packages`, with a note.
+
+Each phase gets its own policy (`phase_policies`): a sandbox that can switch its network in place
+(`set_network`) is made with the larger of the two and narrowed for the phase that asks for less; one that
+cannot keeps one network for both phases, and the trial records that both had it.
 """
 
 from __future__ import annotations
@@ -12,14 +17,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Policy = Literal["none", "packages", "full"]
-POLICIES: tuple[Policy, ...] = ("none", "packages", "full")
+Policy = Literal["none", "packages", "allowlist", "full"]
+POLICIES: tuple[Policy, ...] = ("none", "packages", "allowlist", "full")
 Phase = Literal["agent", "verifier"]
 
 _MODES: dict[str, Policy] = {
     "no-network": "none",
     "none": "none",
-    "allowlist": "packages",
+    "allowlist": "allowlist",
     "packages": "packages",
     "public": "full",
     "bridge": "full",
@@ -82,12 +87,53 @@ def read_needs(raw: dict[str, Any]) -> NetworkNeeds:
 
 def grant(wanted: Policy, allow_internet: bool, package_cache: bool) -> tuple[Policy, str | None]:
     """The policy a sandbox gets for a wish, and a note when it gets less than it asked for."""
-    if wanted == "full" and not allow_internet:
+    if wanted in ("full", "allowlist") and not allow_internet:
+        what = "the internet" if wanted == "full" else "an allowlist of hosts"
         wanted = "packages"
-        note = "the task asks for the internet; granted packages only (no --allow-internet)"
+        note = f"the task asks for {what}; granted packages only (no --allow-internet)"
     else:
         note = None
     if wanted == "packages" and not package_cache:
         extra = "no package cache is running (start the fleet with --package-cache)"
         return "none", f"{note}; {extra}" if note else f"the task asks for packages; {extra}"
     return wanted, note
+
+
+def phase_policies(needs: NetworkNeeds, sandbox_policy: str, can_switch: bool) -> dict[Phase, Policy]:
+    """What each phase has inside a sandbox made with `sandbox_policy` (the grant of `needs.most`).
+
+    Granting is monotone (a larger wish never gets less), so a phase's own grant is the smaller of its wish
+    and the sandbox's policy; without an in-place switch both phases have the sandbox's."""
+    have = sandbox_policy if sandbox_policy in POLICIES else "none"
+    if not can_switch:
+        return {"agent": have, "verifier": have}  # type: ignore[dict-item]
+    narrowest = {
+        phase: min(wish, have, key=POLICIES.index)
+        for phase, wish in (("agent", needs.agent), ("verifier", needs.verifier))
+    }
+    return narrowest  # type: ignore[return-value]
+
+
+def allowlist_cidrs(hosts: tuple[str, ...]) -> list[str]:
+    """The IPv4 networks an `allowlist` sandbox may reach: each host's addresses as /32, CIDRs as given.
+
+    Raises ValueError when nothing resolves: an empty egress list means "anywhere" to ROCK, so an allowlist
+    that names nothing reachable must never become one."""
+    import ipaddress
+    import socket
+
+    cidrs: set[str] = set()
+    for host in hosts:
+        try:
+            cidrs.add(str(ipaddress.IPv4Network(host, strict=False)))
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, family=socket.AF_INET)
+        except OSError:
+            continue
+        cidrs.update(f"{info[4][0]}/32" for info in infos)
+    if not cidrs:
+        raise ValueError(f"none of the allowed hosts {list(hosts)} resolves to an IPv4 address here")
+    return sorted(cidrs)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rock.sdk import CommandTimeout, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
-from rome.terminal_tasks.network import POLICIES, grant
+from rome.terminal_tasks.network import POLICIES, allowlist_cidrs, grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
 from rome.terminal_tasks.task import Task
 
@@ -27,7 +27,8 @@ def image_workdir(image: str) -> str:
 
 
 # The ROCK sandbox network for each policy: `packages` has no network but the package cache's forwarder.
-SANDBOX_NETWORK = {"none": "none", "packages": "packages", "full": "bridge"}
+# `allowlist` is the bridge with egress firewalled to the allowed hosts' addresses.
+SANDBOX_NETWORK = {"none": "none", "packages": "packages", "allowlist": "bridge", "full": "bridge"}
 
 
 class RockSandbox:
@@ -42,6 +43,13 @@ class RockSandbox:
         self.workdir = image_workdir(image)
         self.network_policy, note = grant(task.network.most, allow_internet, package_cache)
         self.notes = [note] if note else []
+        egress: list[str] = []
+        if self.network_policy == "allowlist":
+            try:
+                egress = allowlist_cidrs(task.network.allowed_hosts)
+            except ValueError as exc:
+                self.network_policy = "packages" if package_cache else "none"
+                self.notes.append(f"{exc}; granted {self.network_policy} instead")
         if POLICIES.index(task.network.agent) < POLICIES.index(self.network_policy):
             # One network for the sandbox's life, the larger phase's wish: the trial notes what the agent got.
             self.notes.append(
@@ -53,6 +61,7 @@ class RockSandbox:
                 cpus=task.cpus,
                 memory=f"{task.memory_mb}m",
                 network=SANDBOX_NETWORK[self.network_policy],  # type: ignore[arg-type]
+                egress=egress,
                 ttl=task.agent_timeout_sec + task.verifier_timeout_sec + TTL_MARGIN_SEC,
                 idle_timeout=max(task.agent_timeout_sec, task.verifier_timeout_sec) + BACKSTOP_SEC,
                 queue_timeout=600.0,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rome.terminal_tasks.harbor_fields import Artifact, Healthcheck, read_artifacts, resolve_env
 from rome.terminal_tasks.network import NetworkNeeds, read_needs
 from rome.terminal_tasks.steps import StepError, StepStrategy, TaskStep, load_steps
 
@@ -63,6 +64,17 @@ class Task(BaseModel):
     step_reward_strategy: StepStrategy = "mean"
     # A step's own tests, uploaded over `tests_dir` (set only on the per-step view `for_step` returns).
     step_tests_dir: Path | None = None
+    # Harbor's [environment].workdir: where commands start and a step's workdir/ files go (None: the image's).
+    workdir: str | None = None
+    # [environment.env]: variables of every agent command; [verifier.env]: of the tests (a step's replace it).
+    agent_env: dict[str, str] = Field(default_factory=dict)
+    verifier_env: dict[str, str] = Field(default_factory=dict)
+    # [environment.healthcheck] (a step's view: its [steps.healthcheck]), polled before the agent starts.
+    healthcheck: Healthcheck | None = None
+    # Top-level `artifacts` (a step's view: the step's), copied out after the tests into the trial folder.
+    artifacts: list[Artifact] = Field(default_factory=list)
+    # A step's `workdir/` folder (set only on the per-step view).
+    step_workdir_dir: Path | None = None
 
     def for_step(self, step: TaskStep) -> Task:
         """The task as one of its steps sees it: the step's instruction, oracle, verifier and timeouts."""
@@ -76,6 +88,10 @@ class Task(BaseModel):
                 "solution_files": step.solution_files,
                 "solution_command": step.solution_command,
                 "step_tests_dir": step.tests_dir,
+                "verifier_env": step.verifier_env,
+                "healthcheck": step.healthcheck,
+                "artifacts": step.artifacts,
+                "step_workdir_dir": step.workdir_dir,
                 "steps": [],
             }
         )
@@ -122,6 +138,10 @@ class _Timeout(_Section):
     timeout_sec: float = Field(default=600.0, gt=0)
 
 
+class _Verifier(_Timeout):
+    env: dict[str, Any] | None = None
+
+
 class _HarborEnvironment(_Section):
     build_timeout_sec: float = Field(default=600.0, gt=0)
     cpus: float = Field(default=1.0, gt=0)
@@ -130,6 +150,9 @@ class _HarborEnvironment(_Section):
     memory: str | None = None
     allow_internet: bool = False
     docker_image: str | None = None
+    workdir: str | None = Field(default=None, pattern=r"^/")
+    env: dict[str, Any] | None = None
+    healthcheck: Healthcheck | None = None
 
     @field_validator("memory")
     @classmethod
@@ -143,7 +166,7 @@ class _HarborToml(_Section):
     multi_step_reward_strategy: StepStrategy = "mean"
     metadata: _HarborMetadata = Field(default_factory=_HarborMetadata)
     agent: _Timeout = Field(default_factory=_Timeout)
-    verifier: _Timeout = Field(default_factory=_Timeout)
+    verifier: _Verifier = Field(default_factory=_Verifier)
     environment: _HarborEnvironment = Field(default_factory=_HarborEnvironment)
 
 
@@ -203,6 +226,9 @@ def _load_harbor(task_dir: Path) -> Task:
     try:
         config = _HarborToml.model_validate(raw)
         network = read_needs(raw)
+        agent_env = resolve_env(config.environment.env, "[environment].env")
+        verifier_env = resolve_env(config.verifier.env, "[verifier].env")
+        artifacts = read_artifacts(raw.get("artifacts"), "artifacts")
     except ValidationError as exc:
         field, msg = _field_of(exc)
         raise _Malformed("task.toml", field, msg) from exc
@@ -212,7 +238,12 @@ def _load_harbor(task_dir: Path) -> Task:
     if "steps" in raw:
         try:
             steps = load_steps(
-                task_dir, raw, config.agent.timeout_sec, config.verifier.timeout_sec, test_command_of
+                task_dir,
+                raw,
+                config.agent.timeout_sec,
+                config.verifier.timeout_sec,
+                test_command_of,
+                verifier_env,
             )
         except StepError as exc:
             raise _Malformed(exc.file, exc.field, exc.message) from exc
@@ -264,6 +295,11 @@ def _load_harbor(task_dir: Path) -> Task:
         network=network,
         steps=steps,
         step_reward_strategy=config.multi_step_reward_strategy,
+        workdir=env.workdir,
+        agent_env=agent_env,
+        verifier_env=verifier_env,
+        healthcheck=env.healthcheck,
+        artifacts=artifacts,
     )
 
 

@@ -92,7 +92,8 @@ def verify(sandbox: TrialSandbox, task: Task) -> Verdict:
     if task.extra_test_files:
         sandbox.upload(list(task.extra_test_files), TESTS_MOUNT)
     with_uv = uses_uv(task)
-    env = {"TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
+    # The task's [verifier.env] (a step's [steps.verifier.env]) first: what the harness sets must hold.
+    env = {**task.verifier_env, "TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
     prelude = ""
     if uses_pytest(task) or with_uv:
         sandbox.upload([pytest_bundle()], BUNDLE_ROOT)

@@ -54,7 +54,7 @@ def test_steps_load_in_order_with_their_own_parts(tmp_path: Path) -> None:
         "bash /tests/test.sh",
         "reward-file",
     )
-    assert (one.agent_timeout_sec, one.verifier_timeout_sec, one.min_reward) == (7, 40, 1.0)
+    assert (one.agent_timeout_sec, one.verifier_timeout_sec, one.min_reward) == (7, 40, {"reward": 1.0})
     assert one.solution_command == "bash /solution/solve.sh" and one.solution_files[0].name == "solve.sh"
     assert (two.test_command, two.grading, two.solution_command, two.contributes_to_mean) == (
         "pytest -rA /tests/test_outputs.py",
@@ -155,7 +155,7 @@ def test_reward_roll_up_as_harbor_defines_it() -> None:
         ),
         (
             '[agent.network]\nmode = "allowlist"\nallowed_hosts = ["pypi.org"]\n',
-            "packages",
+            "allowlist",
             "packages",
             ("[agent.network].mode",),
         ),
