@@ -6,6 +6,7 @@ loses nothing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -38,6 +39,17 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _owner_only_file(path: Path) -> None:
+    """Create the SQLite file owner-only (0600; SQLite gives its journal the same mode), or make an existing
+    one so: it holds every tenant's sandboxes, their owners and environment variables."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def sqlite_url(path: Path) -> str:
@@ -81,8 +93,8 @@ class SandboxStore:
     never on its event loop."""
 
     def __init__(self, url: str) -> None:
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+            _owner_only_file(Path(url.removeprefix("sqlite:///")))
         shown = self.shown_url = safe_url(url)
         try:
             self._engine: Engine = create_engine(url)

@@ -161,9 +161,12 @@ class PackageCache:
 
     def _secret(self, data: Path) -> Path:
         secret = data.parent / "devpi.secret"
-        if not secret.is_file():
-            secret.write_text(os.urandom(32).hex())
-            secret.chmod(0o600)
+        try:  # owner-only from its creation: a write-then-chmod would leave it readable for a moment
+            fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return secret
+        with os.fdopen(fd, "w") as out:
+            out.write(os.urandom(32).hex())
         return secret
 
     def _start_apt(self) -> str | None:
