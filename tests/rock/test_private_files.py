@@ -38,7 +38,9 @@ def test_an_existing_world_readable_admin_db_is_made_owner_only(tmp_path: Path):
     assert _mode(path) == 0o600
 
 
-def test_devpi_secret_is_created_owner_only(tmp_path: Path, open_umask: None, monkeypatch: pytest.MonkeyPatch):
+def test_devpi_secret_is_created_owner_only(
+    tmp_path: Path, open_umask: None, monkeypatch: pytest.MonkeyPatch
+):
     """The mode must come from the open() that creates it: a chmod afterwards leaves the secret readable by
     anyone in between. With chmod calls made inert, only a file created 0600 stays 0600."""
     monkeypatch.setattr(Path, "chmod", lambda self, mode: None)
