@@ -65,3 +65,18 @@ def ip(rng: random.Random) -> str:
     return (
         f"{rng.choice((10, 172, 192, 203))}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
     )
+
+
+# Folders under /app that hold a task's program or data.
+DIRS = ["tools", "scripts", "src", "bin", "jobs", "utils", "reports", "etl", "cli", "lib", "ops", "batch"]
+# Names of the file a task asks its answer to be written to (under /app).
+OUTPUT_NAMES = [
+    "answer.txt",
+    "result.txt",
+    "out.txt",
+    "report.txt",
+    "findings.txt",
+    "value.txt",
+    "summary.txt",
+    "verdict.txt",
+]
