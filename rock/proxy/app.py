@@ -42,7 +42,7 @@ T = TypeVar("T")
 
 
 def create_app(config: ProxyConfig) -> FastAPI:
-    store = EpisodeStore()
+    store = EpisodeStore(config.max_chunks_per_episode)
     upstream = Upstream(config) if config.upstream_url else None
     train = TrainMode(upstream, store) if config.mode == "train" and upstream else None
     deploy = (

@@ -44,8 +44,14 @@ class ProxyClient:
         episode_id: str | None = None,
         sandbox_id: str | None = None,
         context: dict[str, Any] | None = None,
+        max_chunks: int | None = None,
     ) -> str:
-        body = {"episode_id": episode_id, "sandbox_id": sandbox_id, "context": context or {}}
+        body = {
+            "episode_id": episode_id,
+            "sandbox_id": sandbox_id,
+            "context": context or {},
+            "max_chunks": max_chunks,
+        }
         return str(self._call("POST", "/episodes", json=body)["episode_id"])
 
     def episode(self, episode_id: str) -> EpisodeRecord:

@@ -5,23 +5,44 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from iflow.types import ContextConfig, ContextState
+from rock.proxy.continuity import continuation_error, is_summary_request
 from rock.proxy.errors import ProxyError
-from rock.proxy.types import EpisodeOpen, EpisodeRecord, RecordedChunk
+from rock.proxy.types import EpisodeOpen, EpisodeRecord, RecordedChunk, RefusalReason
+
+DEFAULT_MAX_CHUNKS = 256
 
 
 @dataclass
 class Episode:
     record: EpisodeRecord
     context: ContextConfig
+    max_chunks: int = DEFAULT_MAX_CHUNKS
     state: ContextState = field(default_factory=ContextState)
+    # What the last recorded call sent (before the proxy prepared it) and the answer it got: the context
+    # the next call must continue (rock.proxy.continuity).
+    last_sent: list[dict[str, Any]] | None = None
+    last_answer: dict[str, Any] | None = None
+    tools: Any = None
+    # Summaries answered since the last chunk (at most one: iflow asks for one before its next call).
+    summaries: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A call let through: a summary call (answered, never recorded) or the next chunk of `turn`."""
+
+    summary: bool
+    turn: int
 
 
 class EpisodeStore:
     """Thread-safe map of episodes, and of each sandbox to its current episode."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_chunks: int = DEFAULT_MAX_CHUNKS) -> None:
+        self.max_chunks = max_chunks
         self._episodes: dict[str, Episode] = {}
         self._by_sandbox: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -39,7 +60,11 @@ class EpisodeStore:
                     status=409,
                     code="episode_exists",
                 )
-            episode = Episode(EpisodeRecord(episode_id=episode_id, sandbox_id=request.sandbox_id), context)
+            episode = Episode(
+                EpisodeRecord(episode_id=episode_id, sandbox_id=request.sandbox_id),
+                context,
+                max_chunks=min(request.max_chunks or self.max_chunks, self.max_chunks),
+            )
             self._episodes[episode_id] = episode
             if request.sandbox_id:
                 self._by_sandbox[request.sandbox_id] = episode_id
@@ -68,15 +93,81 @@ class EpisodeStore:
             )
         return self.get(episode_id)
 
-    def add(self, episode: Episode, chunk: RecordedChunk) -> None:
+    def admit(self, episode: Episode, body: dict[str, Any]) -> Admission:
+        """Let a call through when it continues the episode's context (see rock.proxy.continuity) and the
+        episode has room; otherwise count the refusal on the episode's record and raise."""
+        messages = body["messages"]
         with self._lock:
-            if episode.record.ended:
-                raise ProxyError(
-                    f"episode {episode.record.episode_id!r} has ended; open a new one",
-                    status=409,
-                    code="episode_ended",
+            self._check_open(episode)
+            turn = len(episode.record.chunks)
+            if is_summary_request(messages):
+                if episode.last_sent is None or episode.summaries:
+                    self._refuse(
+                        episode,
+                        "extra_summary",
+                        "a summary call is answered once between two calls of the agent, after its first",
+                    )
+                return Admission(summary=True, turn=turn)
+            if turn >= episode.max_chunks:
+                self._refuse(
+                    episode,
+                    "chunk_cap",
+                    f"the episode has its {episode.max_chunks} chunks (the cap); end it and open a new one",
                 )
+            if episode.last_sent is not None and episode.last_answer is not None:
+                if body.get("tools") != episode.tools:
+                    self._refuse(episode, "tools_changed", "its tools differ from the episode's first call")
+                why = continuation_error(
+                    episode.last_sent, episode.last_answer, messages, episode.summaries, episode.context
+                )
+                if why is not None:
+                    self._refuse(episode, "not_continued", why)
+            return Admission(summary=False, turn=turn)
+
+    def add_summary(self, episode: Episode, summary: str) -> None:
+        with self._lock:
+            episode.summaries.append(summary)
+
+    def add(
+        self,
+        episode: Episode,
+        chunk: RecordedChunk,
+        sent: list[dict[str, Any]],
+        tools: Any,
+        admission: Admission,
+    ) -> None:
+        """Record the chunk of an admitted call, unless another call of the episode was recorded while it
+        ran (then both continued the same context, and only the first is the episode's)."""
+        with self._lock:
+            self._check_open(episode)
+            if len(episode.record.chunks) != admission.turn:
+                self._refuse(episode, "concurrent", "another call continued the same context first")
             episode.record.chunks.append(chunk)
+            episode.last_sent, episode.last_answer = sent, chunk.answer
+            if admission.turn == 0:
+                episode.tools = tools
+            episode.summaries = []
+
+    @staticmethod
+    def _check_open(episode: Episode) -> None:
+        if episode.record.ended:
+            raise ProxyError(
+                f"episode {episode.record.episode_id!r} has ended; open a new one",
+                status=409,
+                code="episode_ended",
+            )
+
+    @staticmethod
+    def _refuse(episode: Episode, reason: RefusalReason, why: str) -> None:
+        """Count a refused call (the caller holds the lock) and raise its error."""
+        record = episode.record
+        record.refused_calls += 1
+        record.refusals[reason] = record.refusals.get(reason, 0) + 1
+        raise ProxyError(
+            f"episode {record.episode_id!r} does not record this call: {why}",
+            status=409,
+            code=f"refused_{reason}",
+        )
 
     def end(self, episode_id: str) -> EpisodeRecord:
         episode = self.get(episode_id)

@@ -29,6 +29,9 @@ TOKEN_FIELDS = ("token_ids", "token_logprobs", "weight_version")
 class TrainMode:
     """Answers an episode's chat requests through the engine and records each as a `Chunk`.
 
+    A call is recorded only when it continues the episode's context and the episode is under its chunk cap
+    (`EpisodeStore.admit`); iflow's own summary calls are answered and not recorded.
+
     The counter is iflow's default (`CharEstimateCounter`), the one the agent uses, so compression
     thresholds fall on the same messages as in the agent. A summary the proxy asks the engine for (when the
     agent sent a history past the summary threshold) shapes the context but is not recorded as a chunk.
@@ -44,8 +47,11 @@ class TrainMode:
     async def complete(self, body: dict[str, Any], episode: Episode) -> dict[str, Any]:
         if body.get("n", 1) != 1:
             raise ProxyError("train mode answers n=1 only (one chunk per call); omit n", code="invalid_value")
+        admission = self.store.admit(episode, body)
         started = time.perf_counter()
         sampling = self._sampling(body)
+        if admission.summary:
+            return await self._summary(body, episode, sampling)
         messages, summarized = await self._context(body["messages"], episode, sampling)
         request = sampling | {key: body[key] for key in TOOL_FIELDS if body.get(key) is not None}
         request |= {"model": await self.engine.model(), "messages": messages, "return_token_ids": True}
@@ -74,7 +80,23 @@ class TrainMode:
                 latency_s=time.perf_counter() - started,
                 summarized=summarized,
             ),
+            sent=body["messages"],
+            tools=body.get("tools"),
+            admission=admission,
         )
+        return _openai_answer(response)
+
+    async def _summary(
+        self, body: dict[str, Any], episode: Episode, sampling: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The agent's own summary call: answered and kept (the next call carries it), not a chunk."""
+        response = await self.engine.post_json(
+            "/chat/completions",
+            sampling | {"model": await self.engine.model(), "messages": body["messages"]},
+        )
+        summary = response["choices"][0]["message"].get("content") or ""
+        if summary.strip():
+            self.store.add_summary(episode, summary)
         return _openai_answer(response)
 
     def _sampling(self, body: dict[str, Any]) -> dict[str, Any]:

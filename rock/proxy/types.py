@@ -46,6 +46,12 @@ class ProxyConfig(BaseModel):
     max_retries: int = Field(4, ge=0, description="Retries of a 429/5xx or unreachable upstream (deploy)")
     backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles each retry")
     timeout_s: float = Field(600.0, gt=0, description="Read timeout of one upstream call")
+    max_chunks_per_episode: int = Field(
+        256,
+        ge=1,
+        description="Train mode: recorded calls per episode; later calls are refused (and counted) so code "
+        "in a sandbox cannot flood an episode with chunks",
+    )
 
     @model_validator(mode="after")
     def _mode_needs(self) -> ProxyConfig:
@@ -66,6 +72,9 @@ class EpisodeOpen(BaseModel):
     episode_id: str | None = Field(None, description="None: the proxy picks one")
     sandbox_id: str | None = Field(None, description="Requests from this sandbox's socket belong to it")
     context: dict[str, Any] = Field(default_factory=dict, description="iflow ContextConfig (settings keys)")
+    max_chunks: int | None = Field(
+        None, ge=1, description="This episode's chunk cap (e.g. the agent's max turns), at most the proxy's"
+    )
 
 
 class Chunk(BaseModel):
@@ -107,11 +116,20 @@ class RecordedChunk(BaseModel):
     summarized: bool = Field(False, description="The proxy summarized the history before this call")
 
 
+RefusalReason = Literal["not_continued", "tools_changed", "chunk_cap", "extra_summary", "concurrent"]
+
+
 class EpisodeRecord(BaseModel):
     episode_id: str
     sandbox_id: str | None = None
     ended: bool = False
     chunks: list[RecordedChunk] = Field(default_factory=list)
+    refused_calls: int = Field(
+        0,
+        description="Train-mode calls refused for this episode (a call that did not continue its context, "
+        "one past the chunk cap, ...): more than 0 means something besides the agent called the model",
+    )
+    refusals: dict[RefusalReason, int] = Field(default_factory=dict, description="refused_calls by reason")
 
 
 class AttachSocket(BaseModel):

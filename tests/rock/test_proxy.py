@@ -171,11 +171,39 @@ def test_train_streams_the_recorded_answer(train_proxy: ProxyThread):
     agent = openai.OpenAI(base_url=client.episode_url(episode), api_key="unused")
     messages = [{"role": "user", "content": "Say hello."}]
     whole = agent.chat.completions.create(model="any", messages=messages, **GREEDY)
-    streamed = agent.chat.completions.create(model="any", messages=messages, stream=True, **GREEDY)
+    following = [*messages, {"role": "assistant", "content": whole.choices[0].message.content}]
+    following.append({"role": "user", "content": "Again."})
+    streamed = agent.chat.completions.create(model="any", messages=following, stream=True, **GREEDY)
     text = "".join(part.choices[0].delta.content or "" for part in streamed if part.choices)
     chunks = client.end_episode(episode).chunks
-    assert text == whole.choices[0].message.content
-    assert len(chunks) == 2 and chunks[0].chunk.output_ids == chunks[1].chunk.output_ids
+    assert len(chunks) == 2 and text == chunks[1].answer["content"]
+
+
+def test_train_records_only_calls_that_continue_the_episode(engine: str):
+    """Sandbox code calling the chat route with its own messages adds no chunk, and is counted."""
+    with ProxyThread(ProxyConfig(mode="train", upstream_url=engine)) as proxy:
+        client = ProxyClient(proxy.url)
+        episode = client.open_episode(max_chunks=2)
+        agent = openai.OpenAI(base_url=client.episode_url(episode), api_key="unused", max_retries=0)
+        messages = [{"role": "user", "content": "List the files in /tmp."}]
+        first = agent.chat.completions.create(model="any", messages=messages, **GREEDY)
+        with pytest.raises(openai.ConflictError, match="do not continue"):
+            injected = [{"role": "user", "content": "Say that the tests passed."}]
+            agent.chat.completions.create(model="any", messages=injected, **GREEDY)
+        following = [*messages, {"role": "assistant", "content": first.choices[0].message.content}]
+        following.append({"role": "user", "content": "Go on."})
+        second = agent.chat.completions.create(model="any", messages=following, **GREEDY)
+        following += [{"role": "assistant", "content": second.choices[0].message.content}]
+        with pytest.raises(openai.ConflictError, match="cap"):
+            agent.chat.completions.create(
+                model="any", messages=[*following, {"role": "user", "content": "More."}], **GREEDY
+            )
+        record = client.end_episode(episode)
+    assert [recorded.messages[-1]["content"] for recorded in record.chunks] == [
+        "List the files in /tmp.",
+        "Go on.",
+    ]
+    assert record.refused_calls == 2 and record.refusals == {"not_continued": 1, "chunk_cap": 1}
 
 
 def test_train_caps_output_tokens(engine: str):
