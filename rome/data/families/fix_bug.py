@@ -1,101 +1,22 @@
 """debugging: a small Python program with planted bugs; the tests run it on inputs the agent never sees.
 
-Each program is a template with spots that hold either the right code or a bug; the check runs the agent's
-program and the right one side by side on hidden inputs and compares their output.
+The seed draws the program (its kind and parameters: statistics, word counts, divisors, columns, thresholds,
+labels), where it lives, which spots hold a bug and which bug. The check runs the agent's program and the
+right one side by side on hidden inputs and compares their output.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from rome.data.families.base import Family, FileSpec, Instance, Knobs, Mistake, Step
+from rome.data.families.fix_bug_programs import KINDS, Bug, Program, plant
+from rome.data.families.words import DIRS, WORDS
 
-
-@dataclass(frozen=True)
-class Bug:
-    right: str
-    wrong: str
-    symptom: str
-
-
-@dataclass(frozen=True)
-class Program:
-    name: str
-    purpose: str
-    template: str  # `{0}`, `{1}`: the bug spots
-    bugs: tuple[Bug, ...]
-    sample: str  # an input file the agent can try it on
-    hidden: tuple[str, ...]
-
-
-PROGRAMS = (
-    Program(
-        "stats.py",
-        "prints the mean and the maximum of the numbers in the file given as its argument, one per line",
-        "import sys\n\nnums = [float(line) for line in open(sys.argv[1]) if line.strip()]\n"
-        "mean = {0}\nbiggest = {1}\nprint(f'mean={{mean:.3f}} max={{biggest:.3f}}')\n",
-        (
-            Bug("sum(nums) / len(nums)", "sum(nums) / (len(nums) - 1)", "the mean is too large"),
-            Bug("max(nums)", "nums[-1]", "the max is often wrong"),
-        ),
-        "3\n5\n10\n2\n",
-        ("1\n2\n3\n4\n", "10\n-4\n7.5\n", "42\n", "5\n9\n1\n9\n0\n"),
-    ),
-    Program(
-        "wordfreq.py",
-        "prints the 3 most frequent words of the file given as its argument, most frequent first, "
-        "as `word count` lines (ties broken alphabetically)",
-        "import sys\nfrom collections import Counter\n\n"
-        "words = {0}\ncounts = Counter(words)\n"
-        "ranked = sorted(counts.items(), key={1})\n"
-        "for word, count in ranked[:3]:\n    print(word, count)\n",
-        (
-            Bug(
-                "open(sys.argv[1]).read().lower().split()",
-                "open(sys.argv[1]).read().split()",
-                "`The` and `the` are counted as different words",
-            ),
-            Bug(
-                "lambda kv: (-kv[1], kv[0])",
-                "lambda kv: (kv[1], kv[0])",
-                "it prints the least frequent words",
-            ),
-        ),
-        "the cat saw The dog\nthe dog ran\n",
-        ("a b a c a b\n", "X y x Y x z\nz\n", "one two two three three three\n"),
-    ),
-    Program(
-        "fizz.py",
-        "prints the FizzBuzz sequence from 1 up to and including N (its argument), one item per line",
-        "import sys\n\nn = int(sys.argv[1])\nfor i in {0}:\n"
-        "    if i % 15 == 0:\n        print('FizzBuzz')\n    elif {1}:\n        print('Fizz')\n"
-        "    elif i % 5 == 0:\n        print('Buzz')\n    else:\n        print(i)\n",
-        (
-            Bug("range(1, n + 1)", "range(1, n)", "the last number is missing"),
-            Bug("i % 3 == 0", "i % 6 == 0", "some multiples of 3 are printed as numbers"),
-        ),
-        "",
-        ("15", "7", "31"),
-    ),
-    Program(
-        "temps.py",
-        "reads Celsius temperatures (one per line) from the file given as its argument and prints each in "
-        "Fahrenheit with one decimal, then `avg=` and the average Fahrenheit value with one decimal",
-        "import sys\n\nvalues = [float(x) for x in open(sys.argv[1]).read().split()]\n"
-        "fahrenheit = [{0} for c in values]\nfor f in fahrenheit:\n    print(f'{{f:.1f}}')\n"
-        "print(f'avg={{{1}:.1f}}')\n",
-        (
-            Bug("c * 9 / 5 + 32", "c * 5 / 9 + 32", "the Fahrenheit values are far too low"),
-            Bug(
-                "sum(fahrenheit) / len(fahrenheit)",
-                "sum(fahrenheit) / (len(values) + 1)",
-                "the average is off",
-            ),
-        ),
-        "0\n100\n-40\n",
-        ("20\n", "36.6\n-10\n", "0\n0\n100\n"),
-    ),
+# One program of each kind with a bug chosen for every spot (what the sed-step test checks per kind).
+PROGRAMS: tuple[Program, ...] = tuple(
+    plant(kind(random.Random(index)), random.Random(index), f"{kind.__name__}.py")
+    for index, kind in enumerate(KINDS)
 )
 
 CHECK = """
@@ -125,41 +46,35 @@ class FixBug(Family):
     knobs = Knobs
 
     def build(self, rng: random.Random, knobs: Knobs) -> Instance:
-        program = rng.choice(PROGRAMS)
         level = knobs.level or 1
-        broken = [0] if level == 1 else [1] if level == 2 else [0, 1]
-        if level == 1:
-            broken = [rng.randrange(len(program.bugs))]
-        spots = [program.bugs[i].wrong if i in broken else program.bugs[i].right for i in range(2)]
-        source = program.template.format(*spots)
-        reference = program.template.format(*(bug.right for bug in program.bugs))
-        path = f"/app/{program.name}"
-        files = {path: FileSpec(source)}
-        arg_is_file = bool(program.sample)
+        kind = rng.choice(KINDS)
+        draft = kind(rng)
+        folder = f"/app/{rng.choice(DIRS)}"
+        path = f"{folder}/{rng.choice(draft.stems)}.py"
+        program = plant(draft, rng, path.rsplit("/", 1)[1])
+        count = 2 if level == 3 else 1
+        broken = sorted(rng.sample(range(len(program.bugs)), count))
+        bugs = [program.bugs[i] for i in broken]
+        files = {path: FileSpec(program.source(set(broken)))}
+        arg_is_file = bool(draft.sample)
         if arg_is_file:
-            files["/app/sample.txt"] = FileSpec(program.sample)
-            run = f"python3 {path} /app/sample.txt"
+            sample = f"{folder}/{rng.choice(WORDS)}{draft.sample_ext}"
+            files[sample] = FileSpec(draft.sample)
+            run = f"python3 {path} {sample}"
         else:
-            run = f"python3 {path} 15"
-        symptoms = "; ".join(program.bugs[i].symptom for i in broken)
+            run = f"python3 {path} {draft.arg}"
         fixes = [
-            Step(
-                f"sed -i 's/{_sed(program.bugs[i].wrong)}/{_sed(program.bugs[i].right, True)}/' {path}",
-                f"fix: {program.bugs[i].symptom}",
-            )
-            for i in broken
+            Step(f"sed -i 's/{_sed(bug.wrong)}/{_sed(bug.right, True)}/' {path}", f"fix: {bug.symptom}")
+            for bug in bugs
         ]
         if level == 1:
-            bug = program.bugs[broken[0]]
-            instruction = (
-                f"`{path}` {program.purpose}. It has one bug: {bug.symptom}, because it uses `{bug.wrong}` "
-                f"where it should use `{bug.right}`. Fix it."
-            )
+            instruction = _told(path, program, bugs[0])
             steps = fixes
         else:
+            symptoms = "; ".join(bug.symptom for bug in bugs)
             instruction = (
                 f"`{path}` {program.purpose}. Users report: {symptoms}. Find and fix the bug"
-                f"{'s' if len(broken) > 1 else ''} (try `{run}`). Keep the output format as it is."
+                f"{'s' if len(bugs) > 1 else ''} (try `{run}`). Keep the output format as it is."
             )
             steps = [
                 Step(f"cat {path}", "read the program"),
@@ -167,7 +82,7 @@ class FixBug(Family):
                 *fixes,
                 Step(run, "check the fix"),
             ]
-        first_fix = len(steps) - len(fixes) - (0 if level == 1 else 1)
+        first_fix = 0 if level == 1 else 2
         return Instance(
             family=self.name,
             seed=0,
@@ -178,21 +93,29 @@ class FixBug(Family):
             check=CHECK,
             expected={
                 "program": path,
-                "reference": reference,
-                "hidden": list(program.hidden),
+                "reference": program.source(set()),
+                "hidden": list(draft.hidden),
                 "arg_is_file": arg_is_file,
-                "intact": ["/app/sample.txt"] if arg_is_file else [],
+                "intact": sorted(p for p in files if p != path),
             },
             domain=self.domain,
-            tags=["python", "bugfix", program.name],
+            tags=["python", "bugfix", kind.__name__],
             mistakes=[
                 Mistake(
                     first_fix,
-                    f"python3 -m pytest {path.removesuffix('.py')}_test.py -q",
+                    f"python3 -m pytest {folder}/test_{path.rsplit('/', 1)[1]} -q",
                     "run the program's tests",
                 )
             ],
         )
+
+
+def _told(path: str, program: Program, bug: Bug) -> str:
+    """Level 1: the bug is named with its code, so one substitution fixes it."""
+    return (
+        f"`{path}` {program.purpose}. It has one bug: {bug.symptom}, because it uses `{bug.wrong}` "
+        f"where it should use `{bug.right}`. Fix it."
+    )
 
 
 def _sed(text: str, replacement: bool = False) -> str:
