@@ -21,9 +21,11 @@ from rock.envs.routes import env_router, install_env_errors
 from rock.request_limits import client_watch
 from rock.sdk import checks
 from rock.sdk.types import (
+    CreateGroupRequest,
     CreateSandboxRequest,
     ExecRequest,
     ForwardRequest,
+    GroupCreated,
     RunRequest,
     SandboxInfo,
     SessionRequest,
@@ -31,7 +33,7 @@ from rock.sdk.types import (
     WorkerInfo,
 )
 from rock.serving import install_error_handlers
-from rock.worker.contract import HEARTBEAT_PATH, Heartbeat, HeartbeatReply
+from rock.worker.contract import GROUP_PATH, HEARTBEAT_PATH, Heartbeat, HeartbeatReply
 
 _SLACK = 30.0
 """Seconds a forwarded call may take beyond its command's own timeout."""
@@ -110,6 +112,12 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     async def create(body: CreateSandboxRequest, who: Caller, request: Request) -> SandboxInfo:
         async with client_watch(request) as gone:
             return await admin.create(body, who, gone)
+
+    @app.post(GROUP_PATH, status_code=201, responses=R.CREATE)
+    async def create_group(body: CreateGroupRequest, who: Caller, request: Request) -> GroupCreated:
+        """N sandboxes of one spec; 201 with every member, running or why not (`summary` says which)."""
+        async with client_watch(request) as gone:
+            return await admin.create_group(body, who, gone)
 
     @app.get("/v1/sandboxes", responses=R.errors())
     async def list_sandboxes(who: Caller, all: bool = False) -> list[SandboxInfo]:

@@ -25,6 +25,17 @@ class AdminMetrics:
         self.requests = Counter(
             "rock_sandbox_requests", "Requests forwarded to sandboxes", ["op"], registry=self.registry
         )
+        self.groups = Counter(
+            "rock_group_creates",
+            "Group creates (one request for N sandboxes of one spec)",
+            registry=self.registry,
+        )
+        self.group_size = Histogram(
+            "rock_group_create_size",
+            "Sandboxes asked for per group create",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+            registry=self.registry,
+        )
         self.live = Gauge("rock_sandboxes_live", "Sandboxes pending or running", registry=self.registry)
         Gauge("rock_admission_waiting", "Creates waiting for room", registry=self.registry).set_function(
             waiting

@@ -170,14 +170,8 @@ class Scheduler:
                 total = _add(total, waiter.demand, 1)
         return total.slots, total.cpus, total.memory
 
-    async def reserve(
-        self, sandbox_id: str, demand: Demand, owner: str, timeout: float, gone: asyncio.Event | None = None
-    ) -> str:
-        """Reserve room for a sandbox and return its worker's id, waiting in the queue up to `timeout`.
-
-        Raises BadRequest when no known worker could ever hold it, CapacityExceeded when the queue is full
-        or the timeout passes first, ClientGone when `gone` is set while it waits (its client went away).
-        """
+    def check_possible(self, demand: Demand) -> None:
+        """Raise BadRequest when no known worker could ever hold `demand`, even empty."""
         if self.workers and all(
             room_after(w.capacity, Demand(0.0, 0, 0), demand) is None for w in self.workers.values()
         ):
@@ -187,11 +181,29 @@ class Scheduler:
                 f"(the largest "
                 f"has {biggest.capacity.cpus} CPUs, {biggest.capacity.memory} bytes); ask for less"
             )
-        if not self._waiters:
-            worker_id = self.place(demand)
-            if worker_id is not None:
-                self._hold(sandbox_id, _Reservation(worker_id, demand, owner))
-                return worker_id
+
+    def place_now(self, sandbox_id: str, demand: Demand, owner: str) -> str | None:
+        """Reserve room at once and return the worker's id, or None when none has room or creates already
+        wait (they go first)."""
+        if self._waiters:
+            return None
+        worker_id = self.place(demand)
+        if worker_id is not None:
+            self._hold(sandbox_id, _Reservation(worker_id, demand, owner))
+        return worker_id
+
+    async def reserve(
+        self, sandbox_id: str, demand: Demand, owner: str, timeout: float, gone: asyncio.Event | None = None
+    ) -> str:
+        """Reserve room for a sandbox and return its worker's id, waiting in the queue up to `timeout`.
+
+        Raises BadRequest when no known worker could ever hold it, CapacityExceeded when the queue is full
+        or the timeout passes first, ClientGone when `gone` is set while it waits (its client went away).
+        """
+        self.check_possible(demand)
+        worker_id = self.place_now(sandbox_id, demand, owner)
+        if worker_id is not None:
+            return worker_id
         if len(self._waiters) >= self.max_waiting:
             raise CapacityExceeded(
                 f"the fleet is full and {len(self._waiters)} creates already wait; "

@@ -12,20 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 
-from rock.admin.auth import LOCAL, Authenticator, check_quota, may_see, worker_token
+from rock.admin.auth import Authenticator, may_see, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
+from rock.admin.creates import Creates, error_body, group_summary
 from rock.admin.metrics import AdminMetrics
-from rock.admin.scheduler import ClientGone, Scheduler, Worker, demand_of
+from rock.admin.scheduler import Scheduler, Worker, demand_of
 from rock.admin.states import LIVE, advance, as_recorded, failure_reason_of, path_to
 from rock.admin.store import SandboxStore, safe_url
 from rock.admin.worker_calls import WorkerCalls, WorkerUnreachable
-from rock.admin.writer import StoreFailed, StoreWriter
+from rock.admin.writer import StoreWriter
 from rock.sdk.errors import (
     RockError,
     SandboxFailed,
@@ -34,16 +34,17 @@ from rock.sdk.errors import (
     WorkerUnavailable,
 )
 from rock.sdk.types import (
+    CreateGroupRequest,
     CreateSandboxRequest,
     FailureReason,
+    GroupCreated,
+    GroupMember,
     SandboxInfo,
     SandboxSpec,
     SandboxState,
 )
 from rock.worker.contract import (
     HEALTH_PATH,
-    CreatedOnWorker,
-    CreateOnWorker,
     Heartbeat,
     HeartbeatReply,
     sandbox_path,
@@ -64,6 +65,7 @@ class Admin:
         self.scheduler = Scheduler(config.max_waiting)
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
         self.calls = WorkerCalls(self.auth.worker_token)
+        self.creates = Creates(self)
         self._live: dict[str, SandboxInfo] = {}
         self._on_worker: dict[str | None, set[str]] = {}
         """Live sandbox ids per worker, so a heartbeat costs O(that worker's sandboxes)."""
@@ -199,95 +201,32 @@ class Admin:
         """Admit, place and start a sandbox. `gone` is set when the caller disconnects: a create still
         waiting for room leaves the queue, and one already starting is removed once started."""
         spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout"}))
-        self.config.limits.check(spec)
-        demand = demand_of(spec)
-        check_quota(caller, self.scheduler.usage(caller.name), demand)
-        sandbox_id = secrets.token_hex(6)
-        began = time.monotonic()
-        try:
-            worker_id = await self.scheduler.reserve(
-                sandbox_id, demand, caller.name, request.queue_timeout, gone
-            )
-        except ClientGone:
-            self.metrics.creates.labels("abandoned").inc()
-            raise
-        except RockError:
-            self.metrics.creates.labels("refused").inc()
-            raise
-        now = datetime.now(UTC)
-        info = SandboxInfo(
-            id=sandbox_id, state=S.PENDING, spec=spec, owner=caller.name, worker_id=worker_id, created_at=now
-        )
-        self._activity[sandbox_id] = time.time()
-        self._save(info)
-        try:
-            created = await self._start_on_worker(info, began + request.queue_timeout)
-        except SandboxFailed as exc:
-            self._fail(info, failure_reason_of(exc.reason), exc.message)
-            self.metrics.creates.labels("failed").inc()
-            raise
-        except RockError as exc:
-            self._fail(info, FailureReason.START_ERROR, exc.message)
-            self.metrics.creates.labels("failed").inc()
-            raise SandboxFailed(exc.message, FailureReason.START_ERROR) from exc
-        current = self._live.get(sandbox_id)
-        if current is None:  # deleted, or failed (its worker lost, say) while it started
-            final = await self._recorded(sandbox_id) or info
-            raise SandboxFailed(
-                f"sandbox {sandbox_id} ended while it started ({final.state.value}): {final.detail}",
-                final.failure_reason or FailureReason.START_ERROR,
-            )
-        started = datetime.now(UTC)
-        info = advance(
-            current.model_copy(
-                update={
-                    "host_dir": created.host_dir,
-                    "expires_at": started + timedelta(seconds=spec.ttl),
-                }
-            ),
-            S.RUNNING,
-            now=started,
-        )
-        self._save(info)
-        try:
-            await self.writer.flush()
-        except StoreFailed as exc:
-            self._fail(info, FailureReason.START_ERROR, exc.message)
-            self.metrics.creates.labels("failed").inc()
-            raise
-        if gone is not None and gone.is_set():
-            self.metrics.creates.labels("abandoned").inc()
-            await self.delete(sandbox_id, LOCAL)
-            raise ClientGone(f"the client of create {sandbox_id} disconnected while it started; removed it")
-        self.metrics.creates.labels("running").inc()
-        self.metrics.create_seconds.observe(time.monotonic() - began)
-        return info
+        ((_, outcome),) = await self.creates.members(spec, 1, request.queue_timeout, caller, gone)
+        if isinstance(outcome, RockError):
+            raise outcome
+        return outcome
 
-    async def _start_on_worker(self, info: SandboxInfo, placement_deadline: float) -> CreatedOnWorker:
-        """Ask the sandbox's worker to start it. A worker that cannot be connected to has started nothing:
-        the sandbox is placed again on another (the unreachable one gets no placements until it heartbeats
-        again), as long as the create's queue_timeout allows."""
-        body = CreateOnWorker(id=info.id, spec=info.spec, owner=info.owner).model_dump_json()
-        while True:
-            assert info.worker_id is not None
-            try:
-                response = await self._send(
-                    info.worker_id,
-                    "POST",
-                    sandbox_path(),
-                    content=body,
-                    headers={"Content-Type": "application/json"},
-                    timeout=None if info.spec.build_context else info.spec.start_timeout + 30.0,
-                )
-                return CreatedOnWorker.model_validate_json(response.content)
-            except WorkerUnavailable:
-                if info.worker_id not in self.scheduler.unreachable or info.id not in self._live:
-                    raise
-            log.warning("worker %s is unreachable: placing sandbox %s again", info.worker_id, info.id)
-            self.scheduler.release(info.id)
-            wait = max(placement_deadline - time.monotonic(), 0.0)
-            worker_id = await self.scheduler.reserve(info.id, demand_of(info.spec), info.owner, wait)
-            info = self._save(info.model_copy(update={"worker_id": worker_id}))
+    async def create_group(
+        self, request: CreateGroupRequest, caller: KeyPolicy, gone: asyncio.Event | None = None
+    ) -> GroupCreated:
+        """`request.count` sandboxes of one spec, each admitted, placed and started on its own
+        (rock.admin.creates); the answer lists every member, running or why not."""
+        spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout", "count"}))
+        self.metrics.groups.inc()
+        self.metrics.group_size.observe(request.count)
+        outcomes = await self.creates.members(spec, request.count, request.queue_timeout, caller, gone)
+        members = [
+            GroupMember(id=sid, sandbox=o)
+            if isinstance(o, SandboxInfo)
+            else GroupMember(id=sid, error=error_body(o))
+            for sid, o in outcomes
+        ]
+        return GroupCreated(
+            requested=request.count,
+            running=sum(m.sandbox is not None for m in members),
+            members=members,
+            summary=group_summary(members),
+        )
 
     async def delete(self, sandbox_id: str, caller: KeyPolicy) -> SandboxInfo:
         info = await self._stop(await self.get(sandbox_id, caller), detail="deleted by its owner")

@@ -34,6 +34,8 @@ class StoreWriter:
         self._activity: dict[str, float] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self._committing: dict[str, tuple[SandboxInfo, float]] = {}
+        self._in_commit: list[asyncio.Future[None]] = []
+        """Waiters on the commit under way."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -70,6 +72,11 @@ class StoreWriter:
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         self._wake.set()
+        if self._committing:  # rows queued before this call may be in the commit under way: hear of it too
+            current = asyncio.get_running_loop().create_future()
+            self._in_commit.append(current)
+            await asyncio.gather(current, waiter)
+            return
         await waiter
 
     def latest(self, sandbox_id: str) -> SandboxInfo | None:
@@ -84,7 +91,7 @@ class StoreWriter:
             rows, self._queued = self._queued, {}
             activity, self._activity = self._activity, {}
             waiters, self._waiters = self._waiters, []
-            self._committing = rows
+            self._committing, self._in_commit = rows, waiters
             try:
                 if rows or activity:
                     await asyncio.to_thread(self.store.commit, list(rows.values()), activity)

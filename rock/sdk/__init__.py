@@ -8,6 +8,7 @@ import importlib
 _EXPORTS = {
     "AsyncSandbox": "rock.sdk.sandbox",
     "Sandbox": "rock.sdk.sandbox",
+    "SandboxGroup": "rock.sdk.sandbox",
     "SandboxOptions": "rock.sdk.sandbox",
     "CapacityExceeded": "rock.sdk.errors",
     "CommandTimeout": "rock.sdk.errors",

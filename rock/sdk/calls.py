@@ -18,9 +18,11 @@ from pydantic import TypeAdapter
 
 from rock.sdk.errors import AdminUnavailable, CommandTimeout, error_from_response
 from rock.sdk.types import (
+    CreateGroupRequest,
     CreateSandboxRequest,
     ExecRequest,
     ForwardRequest,
+    GroupCreated,
     Observation,
     RunRequest,
     SandboxInfo,
@@ -31,6 +33,10 @@ T = TypeVar("T")
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 SLACK = 30.0
 """Seconds an HTTP call may take beyond its command's own timeout."""
+GROUP_PATH = "/v1/sandbox-groups"
+GROUP_SLACK_PER_MEMBER = 1.0
+"""Seconds a group create may take per member beyond one create's bound (the workers start theirs at once,
+Docker a few at a time)."""
 
 
 def admin_url(url: str | None) -> str:
@@ -121,6 +127,18 @@ def create(request: CreateSandboxRequest) -> Call[SandboxInfo]:
         "POST",
         "/v1/sandboxes",
         _info,
+        json=request.model_dump(),
+        timeout=None if request.build_context else wait,
+    )
+
+
+def create_group(request: CreateGroupRequest) -> Call[GroupCreated]:
+    """`request.count` sandboxes of one spec in one request (the answer lists every member)."""
+    wait = request.queue_timeout + request.start_timeout + SLACK + GROUP_SLACK_PER_MEMBER * request.count
+    return Call(
+        "POST",
+        GROUP_PATH,
+        lambda r: GroupCreated.model_validate_json(r.content),
         json=request.model_dump(),
         timeout=None if request.build_context else wait,
     )

@@ -7,14 +7,15 @@ with Sandbox(image="python:3.11", memory="1g") as sb:
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypedDict, TypeVar, Unpack
+from typing import Generic, Literal, TypedDict, TypeVar, Unpack
 
 import httpx
 
 from rock.sdk import archive, calls
-from rock.sdk.errors import SandboxNotFound
-from rock.sdk.types import CreateSandboxRequest, Observation, SandboxInfo
+from rock.sdk.errors import RockError, SandboxNotFound, error_from_response
+from rock.sdk.types import CreateGroupRequest, CreateSandboxRequest, GroupMember, Observation, SandboxInfo
 
 T = TypeVar("T")
 Network = Literal["none", "packages", "bridge"]
@@ -40,6 +41,40 @@ class SandboxOptions(TypedDict, total=False):
 
 def _request(image: str, options: SandboxOptions) -> CreateSandboxRequest:
     return CreateSandboxRequest(image=image, **{k: v for k, v in options.items() if v is not None})
+
+
+def _group_request(count: int, image: str, options: SandboxOptions) -> CreateGroupRequest:
+    return CreateGroupRequest(count=count, image=image, **{k: v for k, v in options.items() if v is not None})
+
+
+S = TypeVar("S", "Sandbox", "AsyncSandbox")
+
+
+@dataclass
+class SandboxGroup(Generic[S]):
+    """The answer to a group create: `sandboxes` (running, in member order), `failed` (the members that are
+    not, each with its `error`), `summary` in one plain line. Each sandbox is deleted by its own `close()`."""
+
+    sandboxes: list[S]
+    failed: list[GroupMember]
+    summary: str
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed
+
+    def first_error(self) -> RockError | None:
+        """The error of the first member that is not running, raised as the SDK raises a single create's."""
+        if not self.failed:
+            return None
+        error = self.failed[0].error
+        assert error is not None
+        return error_from_response(
+            500,
+            error.model_dump_json().encode(),
+            str(error.retry_after or 5),
+            f"group member {self.failed[0].id}",
+        )
 
 
 class Sandbox:
@@ -76,6 +111,41 @@ class Sandbox:
     @classmethod
     def attach(cls, sandbox_id: str, admin_url: str | None = None, api_key: str | None = None) -> Sandbox:
         return cls(admin_url=admin_url, api_key=api_key, _attach=sandbox_id)
+
+    @classmethod
+    def group(
+        cls,
+        count: int,
+        image: str = "python:3.11",
+        *,
+        admin_url: str | None = None,
+        api_key: str | None = None,
+        **options: Unpack[SandboxOptions],
+    ) -> SandboxGroup[Sandbox]:
+        """`count` sandboxes of one spec from one request; some may fail while the others run (see
+        `SandboxGroup.failed`). Each running one is a `Sandbox` of its own, deleted by its `close()`."""
+        url = calls.admin_url(admin_url)
+        call = calls.create_group(_group_request(count, image, options))
+        with httpx.Client(
+            base_url=url, headers=calls.auth_headers(api_key), verify=calls.tls_context()
+        ) as http:
+            try:
+                response = http.request(call.method, call.path, **call.request_kwargs())
+            except httpx.TransportError as exc:
+                raise call.unsent(exc, http.base_url) from exc
+            created = call.finish(response)
+        running = [cls._of(m.sandbox, url, api_key) for m in created.members if m.sandbox is not None]
+        return SandboxGroup(running, [m for m in created.members if m.sandbox is None], created.summary)
+
+    @classmethod
+    def _of(cls, info: SandboxInfo, admin_url: str, api_key: str | None) -> Sandbox:
+        """A `Sandbox` for one that was just created (no request made)."""
+        sandbox = cls.__new__(cls)
+        sandbox._http = httpx.Client(
+            base_url=admin_url, headers=calls.auth_headers(api_key), verify=calls.tls_context()
+        )
+        sandbox.info, sandbox.id = info, info.id
+        return sandbox
 
     def _do(self, call: calls.Call[T]) -> T:
         try:
@@ -175,6 +245,36 @@ class AsyncSandbox:
         sandbox = cls(image, admin_url=admin_url, api_key=api_key, **options)
         await sandbox.start()
         return sandbox
+
+    @classmethod
+    async def group(
+        cls,
+        count: int,
+        image: str = "python:3.11",
+        *,
+        admin_url: str | None = None,
+        api_key: str | None = None,
+        **options: Unpack[SandboxOptions],
+    ) -> SandboxGroup[AsyncSandbox]:
+        """The async twin of `Sandbox.group`."""
+        call = calls.create_group(_group_request(count, image, options))
+        async with httpx.AsyncClient(
+            base_url=calls.admin_url(admin_url),
+            headers=calls.auth_headers(api_key),
+            verify=calls.tls_context(),
+        ) as http:
+            try:
+                response = await http.request(call.method, call.path, **call.request_kwargs())
+            except httpx.TransportError as exc:
+                raise call.unsent(exc, http.base_url) from exc
+            created = call.finish(response)
+        running = []
+        for member in created.members:
+            if member.sandbox is not None:
+                sandbox = cls(admin_url=admin_url, api_key=api_key)
+                sandbox.info = member.sandbox
+                running.append(sandbox)
+        return SandboxGroup(running, [m for m in created.members if m.sandbox is None], created.summary)
 
     @classmethod
     async def attach(

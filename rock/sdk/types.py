@@ -32,11 +32,14 @@ from rock.sdk.checks import (
 )
 
 __all__ = [
+    "CreateGroupRequest",
     "CreateSandboxRequest",
     "ErrorBody",
     "ExecRequest",
     "FailureReason",
     "ForwardRequest",
+    "GroupCreated",
+    "GroupMember",
     "Observation",
     "RunRequest",
     "SandboxInfo",
@@ -180,6 +183,16 @@ class CreateSandboxRequest(SandboxSpec):
     create whose client disconnects leaves the queue at once."""
 
 
+MAX_GROUP = 1024
+"""Sandboxes one group create may ask for."""
+
+
+class CreateGroupRequest(CreateSandboxRequest):
+    """`count` sandboxes of one spec in one request (a training step's group, a task's attempts)."""
+
+    count: int = Field(ge=1, le=MAX_GROUP)
+
+
 class SandboxInfo(BaseModel):
     id: str
     state: SandboxState
@@ -237,6 +250,28 @@ class ErrorBody(BaseModel):
     type: str
     message: str
     reason: FailureReason | None = None
+    retry_after: float | None = None
+    """Seconds to wait before asking again, for a group member refused for room (a whole request's refusal
+    says it in the Retry-After header instead)."""
+
+
+class GroupMember(BaseModel):
+    """One sandbox of a group create: running (`sandbox`), or why it is not (`error`)."""
+
+    id: str
+    """The member's sandbox id; one refused before placement (quota, no room in time) was never created."""
+    sandbox: SandboxInfo | None = None
+    error: ErrorBody | None = None
+
+
+class GroupCreated(BaseModel):
+    """The answer to a group create: every member, each admitted, placed and started (or failed) alone."""
+
+    requested: int
+    running: int
+    members: list[GroupMember]
+    summary: str
+    """The outcome in one plain line, e.g. `6 of 8 sandboxes running; 2 failed: ...`."""
 
 
 class WorkerCapacity(BaseModel):

@@ -21,9 +21,12 @@ from rock.sdk.errors import (
 )
 from rock.serving import bearer_token, error_response, install_error_handlers, same_secret
 from rock.worker.contract import (
+    GROUP_PATH,
     HEALTH_PATH,
     CreatedOnWorker,
+    CreatedShare,
     CreateOnWorker,
+    CreateShare,
     ExecRequest,
     ForwardRequest,
     RunRequest,
@@ -83,6 +86,10 @@ def create_worker_app(
     @app.post("/v1/sandboxes", status_code=201)
     async def create(body: CreateOnWorker) -> CreatedOnWorker:
         return await worker.create(body.id, body.spec, body.owner)
+
+    @app.post(GROUP_PATH, status_code=201)
+    async def create_share(body: CreateShare) -> CreatedShare:
+        return CreatedShare(members=await worker.create_share(body.sandboxes))
 
     @app.get("/v1/sandboxes")
     async def list_sandboxes() -> list[WorkerSandbox]:

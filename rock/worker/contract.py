@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rock.sdk.types import (
+    ErrorBody,
     ExecRequest,
     ForwardRequest,
     RunRequest,
@@ -22,10 +23,13 @@ from rock.sdk.types import (
 )
 
 __all__ = [
+    "GROUP_PATH",
     "HEALTH_PATH",
     "HEARTBEAT_PATH",
     "CreateOnWorker",
+    "CreateShare",
     "CreatedOnWorker",
+    "CreatedShare",
     "ExecRequest",
     "ForwardRequest",
     "Heartbeat",
@@ -33,13 +37,18 @@ __all__ = [
     "RunRequest",
     "SessionAck",
     "SessionRequest",
+    "ShareMember",
     "WorkerCapacity",
     "WorkerSandbox",
     "sandbox_path",
+    "share_member",
 ]
 
 HEARTBEAT_PATH = "/v1/workers/heartbeat"
 """On the admin: where workers post `Heartbeat` (with the worker credential) and get `HeartbeatReply`."""
+GROUP_PATH = "/v1/sandbox-groups"
+"""On a worker: POST `CreateShare` starts a group create's share of this worker at once (`CreatedShare`). On
+the admin: POST `CreateGroupRequest` (the user API)."""
 HEALTH_PATH = "/health"
 """On a worker: answers 200 while it runs. The admin asks a worker whose heartbeats are late before it
 declares it lost."""
@@ -66,6 +75,45 @@ class CreatedOnWorker(BaseModel):
 
     host_dir: str
     """The sandbox's folder on the worker's host (its rocklet socket lives there)."""
+
+
+class CreateShare(BaseModel):
+    """POST GROUP_PATH on a worker: start every sandbox of a group create placed on it, in one call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sandboxes: list[CreateOnWorker]
+
+
+class ShareMember(BaseModel):
+    """One sandbox of a share: started (`host_dir`), or why not (`error`); the others are not affected."""
+
+    id: str
+    host_dir: str | None = None
+    error: ErrorBody | None = None
+
+
+def share_member(sandbox_id: str, outcome: CreatedOnWorker | BaseException) -> ShareMember:
+    """A worker's report on one member of a share from how its create ended."""
+    from rock.sdk.errors import RockError
+
+    if isinstance(outcome, CreatedOnWorker):
+        return ShareMember(id=sandbox_id, host_dir=outcome.host_dir)
+    if isinstance(outcome, RockError):
+        error = ErrorBody(
+            type=type(outcome).__name__, message=outcome.message, reason=getattr(outcome, "reason", None)
+        )
+    else:
+        error = ErrorBody(
+            type="SandboxFailed", message=f"the worker failed to start it: {outcome!r}", reason="start_error"
+        )
+    return ShareMember(id=sandbox_id, error=error)
+
+
+class CreatedShare(BaseModel):
+    """The reply to `CreateShare`, one member per sandbox asked for, once each started or failed."""
+
+    members: list[ShareMember]
 
 
 class SessionAck(BaseModel):

@@ -35,7 +35,16 @@ from rock.sdk.types import (
 )
 from rock.worker import containers, socket_dir
 from rock.worker.config import WorkerConfig
-from rock.worker.contract import HEARTBEAT_PATH, CreatedOnWorker, Heartbeat, HeartbeatReply, WorkerSandbox
+from rock.worker.contract import (
+    HEARTBEAT_PATH,
+    CreatedOnWorker,
+    CreateOnWorker,
+    Heartbeat,
+    HeartbeatReply,
+    ShareMember,
+    WorkerSandbox,
+    share_member,
+)
 from rock.worker.disk import DiskWatch
 from rock.worker.identity import claim_id
 from rock.worker.oom import OomWatch
@@ -67,6 +76,8 @@ class WorkerService:
         self._closing = False
         self._tampered: dict[str, str] = {}
         """Sandbox id -> how it replaced its rocklet's socket."""
+        self._rocklet_pids: dict[str, asyncio.Future[int]] = {}
+        """Sandbox id -> its rocklet's host pid (the container's init), the one peer its client accepts."""
         self._rocklet_key = b""
         self._listing: asyncio.Future[tuple[datetime, list[WorkerSandbox]]] | None = None
         self._background: set[asyncio.Task[Any]] = set()
@@ -168,10 +179,22 @@ class WorkerService:
             await self._disk.follow(self.docker, sandbox_id, disk)
 
     def _rocklet_client(self, sandbox_id: str) -> RockletClient:
+        async def rocklet_pid() -> int:
+            return await asyncio.shield(self._lookup_rocklet_pid(sandbox_id))
+
         return RockletClient(
             self.config.run_dir / sandbox_id / "rocklet.sock",
             token=socket_dir.rocklet_token(self._rocklet_key, sandbox_id),
+            rocklet_pid=rocklet_pid,
         )
+
+    def _lookup_rocklet_pid(self, sandbox_id: str) -> asyncio.Future[int]:
+        """The container's init pid (its rocklet), looked up once: every connection's peer must be it."""
+        lookup = self._rocklet_pids.get(sandbox_id)
+        if lookup is None or (lookup.done() and (lookup.cancelled() or lookup.exception() is not None)):
+            lookup = asyncio.ensure_future(self._blocking(containers.init_pid, self.docker, sandbox_id))
+            self._rocklet_pids[sandbox_id] = lookup
+        return lookup
 
     # sandboxes --------------------------------------------------------------------------------------
     async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
@@ -225,6 +248,7 @@ class WorkerService:
                 except containers.EgressError as exc:
                     await self._remove(sandbox_id)
                     raise SandboxFailed(str(exc), FailureReason.START_ERROR) from exc
+            self._lookup_rocklet_pid(sandbox_id)  # while the rocklet starts, for its first connection
             client = self._rocklet_client(sandbox_id)
             try:
                 await self._start_rocklet(client, sandbox_id, spec)
@@ -242,6 +266,13 @@ class WorkerService:
             return CreatedOnWorker(host_dir=str(host_dir))
         finally:
             self._starting.discard(sandbox_id)
+
+    async def create_share(self, sandboxes: list[CreateOnWorker]) -> list[ShareMember]:
+        """Start a group create's share of this worker at once; each member started or failed on its own."""
+        outcomes = await asyncio.gather(
+            *(self.create(s.id, s.spec, s.owner) for s in sandboxes), return_exceptions=True
+        )
+        return [share_member(s.id, outcome) for s, outcome in zip(sandboxes, outcomes, strict=True)]
 
     async def _start_rocklet(self, client: RockletClient, sandbox_id: str, spec: SandboxSpec) -> None:
         """Wait for the rocklet to answer and set the CPU limit; SandboxFailed if either goes wrong.
@@ -317,6 +348,7 @@ class WorkerService:
     async def _remove(self, sandbox_id: str) -> bool:
         client = self._clients.pop(sandbox_id, None)
         self._specs.pop(sandbox_id, None)
+        self._rocklet_pids.pop(sandbox_id, None)
         self._oom.forget(sandbox_id)
         # Why a sandbox was given up on (disk, socket) stays known: a call still in flight reports it.
         self._disk.forget(sandbox_id)

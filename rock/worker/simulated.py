@@ -38,14 +38,18 @@ from rock.serving import (
     uvicorn_config,
 )
 from rock.worker.contract import (
+    GROUP_PATH,
     HEALTH_PATH,
     HEARTBEAT_PATH,
     CreatedOnWorker,
+    CreatedShare,
     CreateOnWorker,
+    CreateShare,
     Heartbeat,
     HeartbeatReply,
     WorkerCapacity,
     WorkerSandbox,
+    share_member,
 )
 
 
@@ -101,6 +105,13 @@ class SimulatedWorker:
             await self.runtime.create(body.id)
             self.started[body.id] = self.runtime.sandboxes[body.id]
             return CreatedOnWorker(host_dir=f"/simulated/{self.id}/{body.id}")
+
+        @app.post(GROUP_PATH, status_code=201)
+        async def create_share(body: CreateShare) -> CreatedShare:
+            outcomes = await asyncio.gather(*(create(one) for one in body.sandboxes), return_exceptions=True)
+            return CreatedShare(
+                members=[share_member(one.id, o) for one, o in zip(body.sandboxes, outcomes, strict=True)]
+            )
 
         @app.delete("/v1/sandboxes/{sandbox_id}", status_code=204)
         async def delete(sandbox_id: str) -> None:
