@@ -26,6 +26,7 @@ def main(argv: list[str]) -> None:
     if len(argv) % 2 or not set(options) <= {"--socket", "--token-file"}:
         sys.exit(f"rocklet: unexpected arguments {argv}; {USAGE}")
     socket_path = options.get("--socket", DEFAULT_SOCKET)
+    keep_memory_private()
     token = read_token(options["--token-file"]) if "--token-file" in options else None
     state_dir = os.path.join(os.path.dirname(socket_path), "rocklet-state")
     os.makedirs(state_dir, exist_ok=True)
@@ -49,6 +50,20 @@ def main(argv: list[str]) -> None:
         server.server_close()
         if os.path.exists(socket_path):
             os.unlink(socket_path)
+
+
+PR_SET_DUMPABLE = 4
+"""prctl(2) option from <linux/prctl.h>."""
+
+
+def keep_memory_private() -> None:
+    """Make the rocklet undumpable, before it reads its token: processes of the sandbox share its uid (or are
+    root), and would otherwise read its memory through /proc/1/mem, ptrace or pidfd_getfd (and with it the
+    token, or the listening socket itself). Only CAP_SYS_PTRACE, which no sandbox has, passes this."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.exit(f"rocklet: cannot make itself undumpable: {os.strerror(ctypes.get_errno())}")
 
 
 def read_token(path: str) -> str:

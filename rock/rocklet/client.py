@@ -4,13 +4,20 @@ The socket lives in a folder the sandbox can write, so the sandbox could put any
 symlink to the host's Docker socket, say). Every connection therefore opens the path without following a
 symlink, checks that it is a socket, and connects through that very file (`/proc/self/fd/N`), so nothing
 can be swapped in between the check and the connect.
+
+A real socket at the path may still be an impostor's: sandbox code can rename the rocklet's socket and
+listen at the old path. So a client given the rocklet's pid (the container's init process, as the host
+sees it) asks the kernel who listens on the other end (SO_PEERCRED: the pid that called listen()) before it
+sends a byte, and refuses any other process: an impostor never sees a request, so never the token.
 """
 
 import asyncio
 import os
+import socket
 import stat
+import struct
 import time
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -57,37 +64,77 @@ def open_socket(path: str) -> int:
     return fd
 
 
+RockletPid = Callable[[], Awaitable[int]]
+"""What tells the client the rocklet's pid as this host sees it (asked once per new connection)."""
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_pid(sock: socket.socket) -> int:
+    """The pid of the process that listens on the other end of a connected unix socket (from the kernel)."""
+    pid, _, _ = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return pid
+
+
 class _SocketOnlyBackend(httpcore.AnyIOBackend):
+    def __init__(self, rocklet_pid: RockletPid | None) -> None:
+        self._rocklet_pid = rocklet_pid
+
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
     ) -> httpcore.AsyncNetworkStream:
         fd = open_socket(path)
         try:
-            return await super().connect_unix_socket(f"/proc/self/fd/{fd}", timeout, socket_options)
+            stream = await super().connect_unix_socket(f"/proc/self/fd/{fd}", timeout, socket_options)
         finally:
             os.close(fd)
+        if self._rocklet_pid is not None:
+            try:
+                await self._check_peer(path, stream)
+            except BaseException:
+                await stream.aclose()
+                raise
+        return stream
+
+    async def _check_peer(self, path: str, stream: httpcore.AsyncNetworkStream) -> None:
+        assert self._rocklet_pid is not None
+        expected = await self._rocklet_pid()
+        found = peer_pid(stream.get_extra_info("socket"))
+        if found != expected:
+            raise SocketTampered(
+                f"{path} is served by process {found}, not by the sandbox's rocklet (process {expected}): "
+                "code in the sandbox put its own listener there, so the worker sent it nothing and no longer "
+                "talks to this sandbox; delete it and create a new one"
+            )
 
 
 class _SocketTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, rocklet_pid: RockletPid | None) -> None:
         # Plain HTTP over a unix socket: no TLS ever, so no CA store is loaded (that would cost ~20 ms of CPU
         # for each sandbox's client).
         super().__init__(uds=path, verify=False)
         # httpx takes no network backend of its own choosing, so its pool is rebuilt with the checking one.
         self._pool = httpcore.AsyncConnectionPool(
-            uds=path, network_backend=_SocketOnlyBackend(), max_connections=100, keepalive_expiry=5.0
+            uds=path,
+            network_backend=_SocketOnlyBackend(rocklet_pid),
+            max_connections=100,
+            keepalive_expiry=5.0,
         )
 
 
 class RockletClient:
     def __init__(
-        self, socket_path: str | Path, request_timeout: float = 60.0, token: str | None = None
+        self,
+        socket_path: str | Path,
+        request_timeout: float = 60.0,
+        token: str | None = None,
+        rocklet_pid: RockletPid | None = None,
     ) -> None:
         """`token`: the sandbox's rocklet token, sent with every request (a rocklet started with one refuses
-        requests without it)."""
+        requests without it). `rocklet_pid`: the rocklet's pid as this host sees it; with it, a connection
+        to any other listener is refused (SocketTampered) before a request goes out."""
         self.socket_path = str(socket_path)
         self._http = httpx.AsyncClient(
-            transport=_SocketTransport(self.socket_path),
+            transport=_SocketTransport(self.socket_path, rocklet_pid),
             base_url="http://rocklet",
             verify=False,
             timeout=request_timeout,

@@ -12,6 +12,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from rock.rocklet.errors import RockletUnavailable
 from rock.sdk.types import SandboxSpec
 from rock.worker.contract import WorkerSandbox
 from rock.worker.socket_dir import SOCKET_MOUNT, release_host_dir
@@ -191,6 +192,15 @@ def remove_container(client: docker.DockerClient, sandbox_id: str, host_dir: Pat
         found = True
     release_host_dir(host_dir)
     return found
+
+
+def init_pid(client: docker.DockerClient, sandbox_id: str) -> int:
+    """The host pid of the container's init process: its rocklet, the only process that may serve the
+    rocklet's socket (the worker's rocklet client checks every connection's peer against it)."""
+    pid = int(client.api.inspect_container(container_name(sandbox_id))["State"]["Pid"] or 0)
+    if pid <= 0:
+        raise RockletUnavailable(f"sandbox {sandbox_id}'s container is not running, so it has no rocklet")
+    return pid
 
 
 def inspect_state(client: docker.DockerClient, sandbox_id: str) -> dict[str, Any] | None:
