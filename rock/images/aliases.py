@@ -2,7 +2,10 @@
 
 Defaults map every Python 3 image to `ale/python:3.11` (Debian bookworm's python3), Debian and **Ubuntu** to
 `ale/debian:bookworm` (Ubuntu is not built here: tasks written for Ubuntu get Debian bookworm, which runs
-almost every apt-based recipe), and busybox to `ale/busybox:latest`. Override or extend the table in
+almost every apt-based recipe), and busybox to `ale/busybox:latest`. Terminal-Bench's own base images
+(`ghcr.io/laude-institute/t-bench/python-3-13` and `.../ubuntu-24-04`, which its tasks build `FROM`) map the
+same way. Where a local image is not what the name says (another Python, Debian for Ubuntu), `difference`
+says how, and rome-bench notes it in the trial. Override or extend the table in
 `$ALE_HOME/images.yaml` (`.ale/images.yaml` in a checkout):
 
     aliases:
@@ -26,6 +29,7 @@ DEBIAN = "ale/debian:bookworm"
 PYTHON = "ale/python:3.11"
 BUSYBOX = "ale/busybox:latest"
 BASE_IMAGES = (DEBIAN, PYTHON, BUSYBOX)
+TBENCH = "ghcr.io/laude-institute/t-bench"
 
 DEFAULT_ALIASES: dict[str, str] = {
     "python:3.11*": PYTHON,
@@ -37,6 +41,23 @@ DEFAULT_ALIASES: dict[str, str] = {
     "debian:latest": DEBIAN,
     "ubuntu:*": DEBIAN,
     "busybox:*": BUSYBOX,
+    # Terminal-Bench's bases: python:3.13-slim and ubuntu:24.04 with tmux and asciinema for its harness.
+    f"{TBENCH}/python-3-*": PYTHON,
+    f"{TBENCH}/ubuntu-*": DEBIAN,
+}
+
+# Where a default alias is not the image it stands for: what differs, for the trial's notes. Names matching
+# no pattern here (python:3.11-slim, debian:bookworm) get exactly what they ask for.
+_SAME = ("python:3.11*", "debian:bookworm*", "debian:12*", "debian:stable*", "debian:latest", "busybox:*")
+DIFFERENCES: dict[str, str] = {
+    "python:*": "Python 3.11 on Debian bookworm (ale/python:3.11), not the Python version it names",
+    "ubuntu:*": "Debian bookworm (ale/debian:bookworm), not Ubuntu: Ubuntu-only packages may be absent",
+    f"{TBENCH}/python-3-*": (
+        "Python 3.11 on Debian bookworm (ale/python:3.11), not Python 3.13; no tmux or asciinema"
+    ),
+    f"{TBENCH}/ubuntu-*": (
+        "Debian bookworm (ale/debian:bookworm), not Ubuntu 24.04: Ubuntu-only packages may be absent; no tmux"
+    ),
 }
 
 
@@ -60,6 +81,21 @@ class ImageAliases(BaseModel):
             if fnmatch.fnmatchcase(normalized, pattern):
                 return target
         return None
+
+
+def difference(name: str, aliases: ImageAliases | None = None) -> str | None:
+    """How the local image a default alias gives `name` differs from it; None when it is the same image,
+    the user's own entry, or no alias."""
+    normalized = normalize(name)
+    table = aliases or ImageAliases()
+    if normalized in table.aliases or any(fnmatch.fnmatchcase(normalized, p) for p in table.aliases):
+        return None  # the user's own entry: they chose what it means
+    if any(fnmatch.fnmatchcase(normalized, p) for p in _SAME):
+        return None
+    for pattern, note in DIFFERENCES.items():
+        if fnmatch.fnmatchcase(normalized, pattern):
+            return f"{name} is built as {note}"
+    return None
 
 
 def normalize(name: str) -> str:

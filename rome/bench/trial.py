@@ -31,6 +31,7 @@ from rome.bench.verdict import (
 from rome.terminal_tasks.artifacts import ARTIFACTS_MOUNT
 from rome.terminal_tasks.artifacts import collect as collect_artifacts
 from rome.terminal_tasks.healthcheck import wait_healthy
+from rome.terminal_tasks.images import image_notes
 from rome.terminal_tasks.network import phase_policies
 from rome.terminal_tasks.sandbox import CommandResult, SandboxError, SandboxProvider, TrialSandbox
 from rome.terminal_tasks.task import SOLUTION_MOUNT, TESTS_MOUNT, VERIFIER_LOGS, Task
@@ -112,6 +113,8 @@ class TrialResult(BaseModel):
     verifier_output: str = ""
     reward_source: str | None = None
     sandbox_retries: list[str] = Field(default_factory=list)
+    # The agent's chat history, for its ATIF trajectory (agent/trajectory.json); not in the trial's JSON.
+    transcript: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
     started_at: str = ""
     finished_at: str = ""
 
@@ -252,6 +255,7 @@ def _run_agent(agent: Agent, sandbox: TrialSandbox, task: Task, result: TrialRes
     if outcome is not None:
         result.agent_log = outcome.log
         result.commands.extend(outcome.commands)
+        result.transcript.extend(outcome.messages)
         if outcome.timed_out:
             result.failure_mode = "agent_timeout"
             result.error = f"agent ran past its {task.agent_timeout_sec:.0f} s timeout"
@@ -441,7 +445,7 @@ def _run_in_sandbox(
         return
     result.timings.sandbox_start_sec = time.monotonic() - t0
     result.network = getattr(sandbox, "network_policy", "none")
-    result.notes = list(getattr(sandbox, "notes", None) or [])
+    result.notes = image_notes(task) + list(getattr(sandbox, "notes", None) or [])
     try:
         if not _ready(sandbox, task, "environment", result):
             return

@@ -14,6 +14,35 @@ _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
+def base_images(task: Task) -> list[str]:
+    """The images a task builds on: its Dockerfile's FROM lines (not its own stages), or its image."""
+    if task.dockerfile is None:
+        return [task.image] if task.image else []
+    stages: set[str] = set()
+    bases: list[str] = []
+    for line in task.dockerfile.read_text(errors="replace").splitlines():
+        words = [w for w in line.split() if not w.startswith("--")]
+        if len(words) < 2 or words[0].upper() != "FROM":
+            continue
+        if words[1].lower() not in stages and "$" not in words[1]:
+            bases.append(words[1])
+        if len(words) >= 4 and words[2].upper() == "AS":
+            stages.add(words[3].lower())
+    return bases
+
+
+def image_notes(task: Task) -> list[str]:
+    """A note for each base image whose local stand-in differs from it (another Python, Debian for Ubuntu)."""
+    from rock.images.aliases import difference, load_aliases
+    from rock.images.errors import ImageConfigError
+
+    try:
+        table = load_aliases()
+    except ImageConfigError:
+        return []
+    return [note for name in base_images(task) if (note := difference(name, table)) is not None]
+
+
 class TaskImageError(RuntimeError):
     """A task's Dockerfile did not build; the message carries the tail of the build log."""
 

@@ -186,3 +186,44 @@ def test_each_phase_gets_its_own_policy_when_the_sandbox_can_switch() -> None:
         "agent": "allowlist",
         "verifier": "none",
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "local", "differs"),
+    [
+        ("ghcr.io/laude-institute/t-bench/python-3-13:20250620", "ale/python:3.11", "not Python 3.13"),
+        ("ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624", "ale/debian:bookworm", "not Ubuntu 24.04"),
+        ("python:3.13-slim", "ale/python:3.11", "not the Python version it names"),
+        ("ubuntu:24.04", "ale/debian:bookworm", "not Ubuntu"),
+        ("python:3.11-slim", "ale/python:3.11", None),
+        ("debian:bookworm-slim", "ale/debian:bookworm", None),
+    ],
+)
+def test_terminal_bench_bases_map_to_local_images_with_a_note(name, local, differs) -> None:
+    from rock.images.aliases import ImageAliases, difference
+
+    assert ImageAliases().lookup(name) == local
+    note = difference(name)
+    assert (note is None) if differs is None else (note is not None and differs in note)
+    # The user's own entry is what they chose: no note.
+    assert difference(name, ImageAliases(aliases={name: "my/image:1"})) is None
+
+
+def test_a_trial_notes_each_base_that_differs(tmp_path: Path) -> None:
+    from rome.terminal_tasks.images import base_images, image_notes
+
+    d = tmp_path / "t"
+    (d / "environment").mkdir(parents=True)
+    (d / "tests").mkdir()
+    (d / "environment" / "Dockerfile").write_text(
+        "FROM --platform=linux/amd64 ghcr.io/laude-institute/t-bench/python-3-13:20250620 AS build\n"
+        "FROM build\nFROM python:3.11-slim\n"
+    )
+    (d / "tests" / "test.sh").write_text("true\n")
+    (d / "instruction.md").write_text("x\n")
+    (d / "task.toml").write_text("")
+    task = load_task(d)
+    assert isinstance(task, Task)
+    assert base_images(task) == ["ghcr.io/laude-institute/t-bench/python-3-13:20250620", "python:3.11-slim"]
+    (note,) = image_notes(task)
+    assert note.startswith("ghcr.io/laude-institute/t-bench/python-3-13:20250620 is built as Python 3.11")
