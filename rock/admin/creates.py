@@ -20,7 +20,8 @@ from rock.admin.auth import LOCAL, check_quota
 from rock.admin.scheduler import ClientGone, Demand, demand_of
 from rock.admin.states import advance, failure_reason_of
 from rock.admin.writer import StoreFailed
-from rock.sdk.errors import ERROR_TYPES, CapacityExceeded, RockError, SandboxFailed, WorkerUnavailable
+from rock.sdk.calls import member_error
+from rock.sdk.errors import RockError, SandboxFailed, WorkerUnavailable
 from rock.sdk.types import ErrorBody, FailureReason, GroupMember, SandboxInfo, SandboxSpec, SandboxState
 from rock.worker.contract import GROUP_PATH, CreatedOnWorker, CreatedShare, CreateOnWorker, CreateShare
 
@@ -35,16 +36,6 @@ _JSON = {"Content-Type": "application/json"}
 _PER_MEMBER = 1.0
 """Seconds a worker's share may take beyond one create's bound, per sandbox in it: the worker starts them
 all at once, but Docker creates containers a few at a time."""
-
-
-def error_of(body: ErrorBody) -> RockError:
-    """The RockError a worker reported for one member of its share."""
-    cls = ERROR_TYPES.get(body.type, RockError)
-    if issubclass(cls, SandboxFailed):
-        return cls(body.message, body.reason)
-    if issubclass(cls, CapacityExceeded):
-        return cls(body.message, body.retry_after or 5.0)
-    return cls(body.message)
 
 
 def error_body(exc: RockError) -> ErrorBody:
@@ -219,7 +210,7 @@ class Creates:
             if member.id not in out:
                 continue
             if member.error is not None:
-                out[member.id] = error_of(member.error)
+                out[member.id] = member_error(member.error)
             elif member.host_dir is not None:
                 out[member.id] = CreatedOnWorker(host_dir=member.host_dir)
         return out

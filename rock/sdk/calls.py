@@ -16,10 +16,19 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import TypeAdapter
 
-from rock.sdk.errors import AdminUnavailable, CommandTimeout, error_from_response
+from rock.sdk.errors import (
+    ERROR_TYPES,
+    AdminUnavailable,
+    CapacityExceeded,
+    CommandTimeout,
+    RockError,
+    SandboxFailed,
+    error_from_response,
+)
 from rock.sdk.types import (
     CreateGroupRequest,
     CreateSandboxRequest,
+    ErrorBody,
     ExecRequest,
     ForwardRequest,
     GroupCreated,
@@ -142,6 +151,16 @@ def create_group(request: CreateGroupRequest) -> Call[GroupCreated]:
         json=request.model_dump(),
         timeout=None if request.build_context else wait,
     )
+
+
+def member_error(body: ErrorBody) -> RockError:
+    """The RockError an admin or worker reported for one member of a group create."""
+    cls = ERROR_TYPES.get(body.type, RockError)
+    if issubclass(cls, SandboxFailed):
+        return cls(body.message, body.reason)
+    if issubclass(cls, CapacityExceeded):
+        return cls(body.message, body.retry_after or 5.0)
+    return cls(body.message)
 
 
 def get(sandbox_id: str) -> Call[SandboxInfo]:

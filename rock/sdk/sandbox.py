@@ -14,7 +14,7 @@ from typing import Generic, Literal, TypedDict, TypeVar, Unpack
 import httpx
 
 from rock.sdk import archive, calls
-from rock.sdk.errors import RockError, SandboxNotFound, error_from_response
+from rock.sdk.errors import RockError, SandboxNotFound
 from rock.sdk.types import CreateGroupRequest, CreateSandboxRequest, GroupMember, Observation, SandboxInfo
 
 T = TypeVar("T")
@@ -64,17 +64,15 @@ class SandboxGroup(Generic[S]):
         return not self.failed
 
     def first_error(self) -> RockError | None:
-        """The error of the first member that is not running, raised as the SDK raises a single create's."""
-        if not self.failed:
-            return None
-        error = self.failed[0].error
-        assert error is not None
-        return error_from_response(
-            500,
-            error.model_dump_json().encode(),
-            str(error.retry_after or 5),
-            f"group member {self.failed[0].id}",
-        )
+        """The error of the first member that is not running, as the SDK raises a single create's."""
+        return error_of(self.failed[0]) if self.failed else None
+
+
+def error_of(member: GroupMember) -> RockError:
+    """The RockError of a group member that is not running."""
+    if member.error is None:
+        return RockError(f"group member {member.id} has no error: it runs")
+    return calls.member_error(member.error)
 
 
 class Sandbox:

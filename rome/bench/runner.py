@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from rome.bench.agents import make_agent
+from rome.bench.atif import write_trial_trajectory
 from rome.bench.trial import TrialResult, run_trial
 from rome.terminal_tasks.images import TaskImageError, ensure_image
 from rome.terminal_tasks.sandbox import SandboxProvider
@@ -48,6 +49,7 @@ def write_trial(output: Path, trial: TrialResult) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(trial.model_dump_json(indent=2))
     os.replace(tmp, path)
+    write_trial_trajectory(output, trial)
 
 
 SANDBOX_KINDS = ("rock", "docker")
@@ -73,10 +75,8 @@ def sandbox_provider(
         return
     if kind != "rock":
         raise ValueError(f"unknown sandbox kind {kind!r}; choose one of {', '.join(SANDBOX_KINDS)}")
-    from rome.terminal_tasks.rock_sandbox import RockProvider
-
     if admin_url:
-        yield RockProvider(admin_url, allow_internet)
+        yield grouped_rock_provider(admin_url, allow_internet)
         return
     from rock.fleet import LocalFleet
     from rock.packages.cache import default_folder
@@ -85,7 +85,26 @@ def sandbox_provider(
     admin_args = [] if cache is None else ["--package-cache", str(cache)]
     admin_args += ["--package-cache-offline"] if cache is not None and offline_packages else []
     with LocalFleet(stop_with_parent=True, admin_args=admin_args) as fleet:
-        yield RockProvider(fleet.url, allow_internet)
+        yield grouped_rock_provider(fleet.url, allow_internet)
+
+
+def grouped_rock_provider(admin_url: str | None, allow_internet: bool) -> SandboxProvider:
+    """A `RockProvider` whose trials that start together (a task's attempts, in the run's order) get their
+    sandboxes from one group create."""
+    from rock.sdk.grouping import GroupedOpens
+    from rome.terminal_tasks.rock_sandbox import RockProvider, RockSandbox
+
+    class Grouped(RockProvider):
+        def __init__(self) -> None:
+            super().__init__(admin_url, allow_internet)
+            self.opens = GroupedOpens()
+
+        def open(self, image: str, task: Task) -> RockSandbox:
+            return RockSandbox(
+                image, task, self.admin_url, self.allow_internet, self.package_cache, self.opens.open
+            )
+
+    return Grouped()
 
 
 @dataclass(frozen=True)

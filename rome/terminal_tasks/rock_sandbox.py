@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from rock.sdk import CommandTimeout, RockError, Sandbox
@@ -39,7 +40,10 @@ class RockSandbox:
         admin_url: str | None,
         allow_internet: bool = False,
         package_cache: bool = False,
+        open_sandbox: Callable[..., Sandbox] = Sandbox,
     ) -> None:
+        """`open_sandbox`: makes the ROCK sandbox from `Sandbox`'s options (`GroupedOpens.open` to share one
+        group create with the trials that start at the same time)."""
         self.workdir = image_workdir(image)
         self.network_policy, note = grant(task.network.most, allow_internet, package_cache)
         self.notes = [note] if note else []
@@ -56,7 +60,7 @@ class RockSandbox:
                 f"the agent asked for {task.network.agent} but shares the sandbox's {self.network_policy}"
             )
         try:
-            self._sandbox = Sandbox(
+            self._sandbox = open_sandbox(
                 image=image,
                 cpus=task.cpus,
                 memory=f"{task.memory_mb}m",
@@ -71,6 +75,12 @@ class RockSandbox:
             )
         except RockError as exc:
             raise SandboxError(f"ROCK could not create a sandbox from {image}: {exc}") from exc
+        try:
+            # Before any command of the agent's: what grading later compares the toolchain with.
+            self.grading_baseline: Baseline | None = take_baseline(self)
+        except SandboxError:
+            self.close()
+            raise
 
     @property
     def rock(self) -> Sandbox:
@@ -78,8 +88,16 @@ class RockSandbox:
         return self._sandbox
 
     def run(self, command: str, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        return self._exec(["bash", "-c", command], timeout, self.workdir, env)
+
+    def run_argv(self, argv: list[str], timeout: float) -> CommandResult:
+        """Run `argv` as a fresh process without a shell, from / (for programs that must not depend on the
+        image's shell)."""
+        return self._exec(argv, timeout, "/", None)
+
+    def _exec(self, argv: list[str], timeout: float, cwd: str, env: dict[str, str] | None) -> CommandResult:
         try:
-            obs = self._sandbox.exec(["bash", "-c", command], timeout=timeout, cwd=self.workdir, env=env)
+            obs = self._sandbox.exec(argv, timeout=timeout, cwd=cwd, env=env)
         except CommandTimeout as exc:
             output = exc.observation.output if exc.observation is not None else ""
             return CommandResult(

@@ -121,3 +121,48 @@ def test_a_group_no_worker_could_hold_is_refused_whole(simulated_fleet):
 
     with pytest.raises(BadRequest, match="no worker can ever hold 8"):
         Sandbox.group(2, "busybox", admin_url=thread.url, api_key=KEY, cpus=8)
+
+
+def test_opens_of_one_spec_at_the_same_time_share_one_group_create(simulated_fleet):
+    """As a training step's episodes (or a task's attempts) each open their sandbox from their own thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rock.sdk.grouping import GroupedOpens
+
+    thread, _ = simulated_fleet
+    opens = GroupedOpens(window=0.5)
+    spec = {"image": "busybox", "admin_url": thread.url, "api_key": KEY, "cpus": 0.5}
+    with ThreadPoolExecutor(5) as pool:
+        same = [pool.submit(opens.open, **spec) for _ in range(4)]
+        other = pool.submit(opens.open, **{**spec, "cpus": 1.0})
+        sandboxes = [f.result() for f in same]
+        alone = other.result()
+    try:
+        assert opens.groups == 2 and len({s.id for s in sandboxes}) == 4
+        metrics = httpx.get(f"{thread.url}/metrics", headers={"Authorization": f"Bearer {KEY}"}).text
+        assert "rock_group_creates_total 2.0" in metrics
+        assert "rock_group_create_size_sum 5.0" in metrics  # 4 + 1
+        # Each worker (3 CPUs) holds 1 CPU or more: 2.5 CPUs find no room; its member's error is raised.
+        with pytest.raises(CapacityExceeded):
+            GroupedOpens(window=0).open(**{**spec, "cpus": 2.5, "queue_timeout": 0})
+    finally:
+        for sandbox in [*sandboxes, alone]:
+            sandbox.close()
+
+
+@pytest.mark.docker
+def test_a_group_on_real_docker_runs_what_fits_each_member_a_sandbox_of_its_own():
+    from rock.fleet import LocalFleet
+    from rock.images import ensure_base_images
+
+    ensure_base_images()
+    with LocalFleet(short_tmp("rock-grp-"), slots=2) as fleet:
+        group = Sandbox.group(3, "busybox", admin_url=fleet.url, cpus=0.25, memory="64m", queue_timeout=0)
+        try:
+            assert group.summary.startswith("2 of 3 sandboxes running; 1 not: 1 CapacityExceeded")
+            outputs = {s.exec(["sh", "-c", "echo $HOSTNAME"]).output.strip() for s in group.sandboxes}
+            assert len(outputs) == 2  # two containers, not one shared
+            assert fleet.containers() == {s.id for s in group.sandboxes}
+        finally:
+            for sandbox in group.sandboxes:
+                sandbox.close()

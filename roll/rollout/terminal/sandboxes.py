@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import ray
 
+from rock.sdk import Sandbox
+from rock.sdk.grouping import GroupedOpens
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
 
@@ -56,8 +59,16 @@ def delete_sandboxes(sandbox_ids: list[str], admin_url: str) -> int:
 class LedgerSandbox(RockSandbox):
     """A ROCK sandbox of a trial that notes its life in the ledger."""
 
-    def __init__(self, image: str, task: Task, admin_url: str, ledger: Any, worker_id: str) -> None:
-        super().__init__(image, task, admin_url)
+    def __init__(
+        self,
+        image: str,
+        task: Task,
+        admin_url: str,
+        ledger: Any,
+        worker_id: str,
+        open_sandbox: Callable[..., Sandbox] = Sandbox,
+    ) -> None:
+        super().__init__(image, task, admin_url, open_sandbox=open_sandbox)
         self._ledger, self._worker_id = ledger, worker_id
         ray.get(ledger.opened.remote(worker_id, self.rock.id))
 
@@ -68,12 +79,15 @@ class LedgerSandbox(RockSandbox):
 
 
 class LedgerProvider:
-    """rome-bench's `SandboxProvider` for the trials of one rollout worker."""
+    """rome-bench's `SandboxProvider` for the trials of one rollout worker. The episodes of a group start
+    together (the worker's episode loops take a group's members one after another): their sandboxes come
+    from one group create (`GroupedOpens`)."""
 
     name = "rock"
 
     def __init__(self, admin_url: str, ledger: Any, worker_id: str) -> None:
         self.admin_url, self.ledger, self.worker_id = admin_url, ledger, worker_id
+        self.opens = GroupedOpens()
 
     def open(self, image: str, task: Task) -> LedgerSandbox:
-        return LedgerSandbox(image, task, self.admin_url, self.ledger, self.worker_id)
+        return LedgerSandbox(image, task, self.admin_url, self.ledger, self.worker_id, self.opens.open)
