@@ -3,6 +3,12 @@
 Both keep their cache on disk under one folder (`pypi/`, `apt/`). Seeded once while online (`rock packages
 seed`), they can then run with `offline=True`: devpi answers only from what it holds and apt-cacher
 serves only cached files, so nothing a sandbox asks for leaves the machine.
+
+Sandboxes reach both only through the worker's read-only forwarder (rock/worker/packages.py: GET and HEAD
+under the mirror index). devpi's root user has a random password kept in `devpi.root-password` in the cache
+folder (owner-only, never mounted into a sandbox), and apt-cacher fetches only from the configured Debian
+mirrors (rock/packages/apt.py). An offline instance works on a scratch copy of the devpi database; a copy
+whose owner died without cleaning up is removed by the next instance that starts.
 """
 
 from __future__ import annotations
@@ -21,7 +27,13 @@ from typing import Any
 
 import httpx
 
-PYPI_PATH = "/root/pypi/+simple/"
+from rock.packages.apt import APT_MIRRORS, apt_settings, key_package_files
+
+PYPI_INDEX = "/root/pypi/"
+PYPI_PATH = f"{PYPI_INDEX}+simple/"
+ROOT_PASSWORD_FILE = "devpi.root-password"
+SCRATCH_PREFIX = "rock-devpi-"
+SCRATCH_LOCK = "owner.lock"
 
 
 def default_folder() -> Path:
@@ -66,13 +78,21 @@ def apt_cacher() -> str | None:
 class PackageCache:
     """`with PackageCache(folder) as cache:` runs the servers; `cache.pypi` and `cache.apt` are host:port."""
 
-    def __init__(self, folder: Path, offline: bool = False, start_timeout: float = START_TIMEOUT) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        offline: bool = False,
+        start_timeout: float = START_TIMEOUT,
+        apt_mirrors: tuple[str, ...] = APT_MIRRORS,
+    ) -> None:
         self.folder = Path(folder).resolve()
         self.offline, self.start_timeout = offline, start_timeout
+        self.apt_mirrors = apt_mirrors
         self.pypi: str | None = None
         self.apt: str | None = None
         self._procs: list[subprocess.Popen[bytes]] = []
         self._scratch: Path | None = None
+        self._scratch_lock: Any = None
         self._lock: Any = None
 
     def __enter__(self) -> PackageCache:
@@ -97,6 +117,10 @@ class PackageCache:
         self._procs.clear()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+        if self._scratch_lock is not None:
+            self._scratch_lock.close()
+            self._scratch_lock = None
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -124,12 +148,14 @@ class PackageCache:
         data.parent.mkdir(parents=True, exist_ok=True)
         if not (data / ".nodeinfo").is_file():
             subprocess.run([init, "--serverdir", str(data)], check=True, capture_output=True, timeout=300)
+        self._root_password(data)
         if not self.offline:
             self._lock_online(data.parent)
         else:
             # devpi writes to its folder even offline: each offline instance gets its own copy of the seeded
             # one (a few MB), so fleets started side by side never share a database.
-            self._scratch = Path(tempfile.mkdtemp(prefix="rock-devpi-"))
+            remove_orphan_scratch()
+            self._scratch, self._scratch_lock = owned_scratch()
             data = Path(shutil.copytree(data, self._scratch / "pypi"))
             log = self._scratch / "devpi.log"
         port = _free_port()
@@ -159,6 +185,33 @@ class PackageCache:
                 "--package-cache-offline (it then reads its own copy) or give it another folder"
             ) from None
 
+    def _root_password(self, data: Path) -> None:
+        """Give devpi's root user a random password (once per cache folder), kept owner-only beside the
+        database: with root's empty default, anything that reaches devpi could log in and replace the
+        mirror index with its own packages."""
+        path = data.parent / ROOT_PASSWORD_FILE
+        try:  # owner-only from its creation
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return
+        password = os.urandom(24).hex()
+        with os.fdopen(fd, "w") as out:
+            out.write(password)
+        passwd = _tool("devpi-passwd")
+        if passwd is None:
+            path.unlink()
+            raise PackageCacheError("devpi-passwd is not installed; reinstall devpi-server")
+        run = subprocess.run(
+            [passwd, "root", "--serverdir", str(data)],
+            input=f"{password}\n{password}\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if run.returncode != 0:
+            path.unlink()
+            raise PackageCacheError(f"could not set devpi's root password in {data}: {run.stderr[-2000:]}")
+
     def _secret(self, data: Path) -> Path:
         secret = data.parent / "devpi.secret"
         try:  # owner-only from its creation: a write-then-chmod would leave it readable for a moment
@@ -187,6 +240,8 @@ class PackageCache:
         # fleet) user on top. `-R 0`: no retries, a failed upstream fetch fails at once.
         args = [binary, "-R", "0", "daemon_addr=127.0.0.1", f"daemon_port={port}"]
         args += [f"cache_dir={cache}", f"log_dir={logs}", f"user={os.getuid()}", f"group={os.getgid()}"]
+        args += apt_settings(self.apt_mirrors)
+        key_package_files(cache, self.apt_mirrors)
         if self.offline:
             args.append("offline_mode=1")
         log = logs / "apt-cacher.log"
@@ -204,3 +259,33 @@ class PackageCache:
                     return
             time.sleep(0.5)
         raise PackageCacheError(f"{url} did not answer within {self.start_timeout:.0f} s; see {log}")
+
+
+def owned_scratch(root: Path | None = None) -> tuple[Path, Any]:
+    """A scratch folder and an exclusive lock on its owner file, held while this process uses it."""
+    import fcntl
+
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=root))
+    lock = (scratch / SCRATCH_LOCK).open("w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return scratch, lock
+
+
+def remove_orphan_scratch(root: Path | None = None) -> list[Path]:
+    """Remove scratch copies (this user's) whose owner is gone: an offline instance killed before its
+    cleanup (SIGKILL, a lost terminal) leaves one behind, and its lock was released with the process."""
+    import fcntl
+
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        lock_path = folder / SCRATCH_LOCK
+        try:
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid() or not lock_path.is_file():
+                continue
+            with lock_path.open("a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, OSError):
+            continue  # its owner still runs (or the folder went away meanwhile)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed

@@ -5,6 +5,9 @@ The path is the model proxy's: inside the sandbox the rocklet listens on 127.0.0
 worker listens on that socket and carries the bytes to the cache's loopback address. No bridge network, no
 route out: the only thing the sandbox can reach is the cache. pip, uv and apt find it through the variables
 and the apt configuration `sandbox_env` and `APT_CONF` give them.
+
+The forwarder is read-only (rock.worker.package_gate): one GET or HEAD per connection, under devpi's mirror
+index or one of apt-cacher's mirrors; anything else is answered by the worker and never reaches the cache.
 """
 
 from __future__ import annotations
@@ -13,8 +16,18 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from rock.packages.cache import PYPI_PATH
+from rock.packages.apt import APT_MIRRORS, location_allowed
+from rock.packages.cache import PYPI_INDEX, PYPI_PATH
 from rock.unix_sockets import bind_unix
+from rock.worker.package_gate import (
+    MAX_HEAD,
+    Refused,
+    TargetRule,
+    parse_head,
+    pypi_rule,
+    read_head,
+    refusal,
+)
 
 PYPI_PORT = 3141
 APT_PORT = 3142
@@ -22,7 +35,12 @@ PYPI_SOCKET = "pypi.sock"
 APT_SOCKET = "apt.sock"
 SOCKET_MOUNT = "/run/rock"
 APT_CONF_PATH = "/etc/apt/apt.conf.d/00rock-package-cache"
-APT_CONF = f'Acquire::http::Proxy "http://127.0.0.1:{APT_PORT}";\nAcquire::https::Proxy "false";\n'
+APT_CONF = (
+    f'Acquire::http::Proxy "http://127.0.0.1:{APT_PORT}";\n'
+    'Acquire::https::Proxy "false";\n'
+    # The forwarder answers one request per connection (rock.worker.package_gate).
+    'Acquire::http::Pipeline-Depth "0";\n'
+)
 CHUNK = 1 << 16
 
 
@@ -53,8 +71,14 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 class PackageBridges:
     """Per sandbox: unix-socket listeners in its socket folder that connect to the cache's TCP addresses."""
 
-    def __init__(self, pypi: str | None, apt: str | None) -> None:
+    def __init__(self, pypi: str | None, apt: str | None, apt_mirrors: tuple[str, ...] = APT_MIRRORS) -> None:
         self.targets = {PYPI_SOCKET: pypi, APT_SOCKET: apt}
+        self.rules: dict[str, TargetRule] = {
+            PYPI_SOCKET: pypi_rule(PYPI_INDEX),
+            APT_SOCKET: lambda target: (
+                None if location_allowed(target, apt_mirrors) else "only the configured Debian mirrors"
+            ),
+        }
         self._servers: dict[str, list[asyncio.AbstractServer]] = {}
 
     @property
@@ -74,7 +98,8 @@ class PackageBridges:
             host, _, port = target.rpartition(":")
             # Mode 0666: the sandbox's user is not the worker's; set without following a swapped-in link.
             sock = bind_unix(host_dir / name, 0o666)
-            servers.append(await asyncio.start_unix_server(self._carry(host, int(port)), sock=sock))
+            handler = self._carry(host, int(port), self.rules[name])
+            servers.append(await asyncio.start_unix_server(handler, sock=sock, limit=MAX_HEAD))
         self._servers[sandbox_id] = servers
 
     async def detach(self, sandbox_id: str) -> None:
@@ -84,14 +109,26 @@ class PackageBridges:
                 await server.wait_closed()
 
     @staticmethod
-    def _carry(host: str, port: int):  # type: ignore[no-untyped-def]
+    def _carry(host: str, port: int, rule: TargetRule):  # type: ignore[no-untyped-def]
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                request = parse_head(await read_head(reader))
+                why = rule(request.target)
+                if why is not None:
+                    raise Refused(403, "Forbidden", why)
+            except Refused as error:
+                with contextlib.suppress(ConnectionError, OSError):
+                    writer.write(refusal(error))
+                    await writer.drain()
+                writer.close()
+                return
             try:
                 up_reader, up_writer = await asyncio.open_connection(host, port)
             except OSError:
                 writer.close()
                 return
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            up_writer.write(request.head())
+            await _pump(up_reader, writer)
             writer.close()
             up_writer.close()
 
