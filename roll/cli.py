@@ -7,6 +7,7 @@ import typer
 from roll.pipeline.cli import plot, train
 from roll.rollout.players.cli import app as players_app
 from roll.sft.cli import sft
+from roll.view.cli import view
 
 app = typer.Typer(
     name="roll", help="ROLL: RL training for agents, and its inference server.", no_args_is_help=True
@@ -54,6 +55,7 @@ def serve(
 app.command("train")(train)
 app.command("plot")(plot)
 app.command("sft")(sft)
+app.command("view")(view)
 app.add_typer(players_app, name="players")
 
 

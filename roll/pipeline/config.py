@@ -11,6 +11,7 @@ from roll.algo.config import IPALossConfig, LossConfig
 from roll.config import StrictConfig, type_or_torch
 from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.torch_engine.config import TorchEngineConfig
+from roll.pipeline.episodes import EpisodeLogConfig
 from roll.rollout.config import GEMEnvConfig, SamplingConfig
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
@@ -191,6 +192,7 @@ class TrainConfig(StrictConfig):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     warm_start: WarmStartConfig | None = None
     ray: RayConfig = Field(default_factory=RayConfig)
+    episodes: EpisodeLogConfig = Field(default_factory=EpisodeLogConfig)
 
     @model_validator(mode="after")
     def _terminal_eval_has_no_seed_offset(self) -> TrainConfig:

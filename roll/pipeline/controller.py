@@ -20,6 +20,7 @@ from rich.console import Console
 from roll.pipeline.cluster import Cluster, init_ray
 from roll.pipeline.config import TrainConfig
 from roll.pipeline.display import eval_line, print_summary, step_line
+from roll.pipeline.episodes import save_eval_episodes, save_train_sample
 from roll.pipeline.rewards import train_rewards
 from roll.pipeline.tracking import RunLog, episode_metrics
 from roll.progress import StepProgress, print_plain
@@ -93,6 +94,7 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
     """One step: take a batch, train on it (engines shrunk while multiplexing), sync weights."""
     started = time.perf_counter()
     batch = cluster.next_batch(step)
+    save_train_sample(config.run_dir, step + 1, batch, config.episodes)
     got_batch = time.perf_counter()
     slept = cluster.shrink_engines() if should_shrink(cluster, config) else []
     train_metrics = cluster.train_step(train_rewards(batch, config.reward))
@@ -209,6 +211,7 @@ def evaluate(
         "time_s": time.perf_counter() - started,
     }
     log.log_eval(record)
+    save_eval_episodes(config.run_dir, label, [t for t in results if t is not None], config.episodes)
     print_plain(console, eval_line(record))
 
 

@@ -223,5 +223,12 @@ class GEMEnvManager:
                 "gen_s": gen_s,
                 "env_s": env_s,
                 "wall_s": time.perf_counter() - started,
+                # The episode's chat (for its ATIF transcript): the last reply is not in the context yet.
+                "transcript": context.messages
+                + (
+                    [{"role": "assistant", "content": completion.text}]
+                    if end in ("terminated", "truncated")
+                    else []
+                ),
             },
         )

@@ -131,6 +131,8 @@ class TerminalEnvManager:
                 "verifier_s": episode.verifier_s,
                 "wall_s": wall_s,
                 "episode_id": episode.record.episode_id,
+                # The chat as the agent last sent it, and the answer: the episode's ATIF transcript.
+                "transcript": [*recorded[-1].messages, recorded[-1].answer] if recorded else [],
             },
         )
 
