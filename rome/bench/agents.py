@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +25,8 @@ class AgentOutcome(BaseModel):
     error: str | None = None
     log: str = ""
     commands: list[CommandRecord] = Field(default_factory=list)
+    # The agent's chat history (OpenAI messages), for agents that keep one: the trial's ATIF trajectory.
+    messages: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Agent(Protocol):

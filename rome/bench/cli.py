@@ -360,3 +360,25 @@ def check(
     console.print(f"{len(checks) - len(blocked)} of {len(checks)} task(s) can run here", soft_wrap=True)
     if blocked:
         raise typer.Exit(1)
+
+
+@app.command()
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder of `rome-bench terminal-pro`.")],
+    out: Annotated[Path | None, typer.Option(help="Folder for the viewer (default RUN_DIR/view).")] = None,
+    serve: Annotated[bool, typer.Option("--serve", help="Also serve the folder on 127.0.0.1.")] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).")] = 8765,
+) -> None:
+    """A bench run as one static HTML folder: pass@k by domain and task, verdicts, trial transcripts."""
+    from roll.view.cli import serve_folder
+    from roll.view.page import write_page
+    from rome.bench.view import BenchViewError, bench_view
+
+    try:
+        index = write_page(bench_view(run_dir), out or run_dir / "view")
+    except BenchViewError as error:
+        typer.echo(f"rome-bench view: {error}", err=True)
+        raise typer.Exit(2) from error
+    typer.echo(f"Viewer written: {index.resolve()} (open it in a browser; no server needed)")
+    if serve:
+        serve_folder(index.parent, port)

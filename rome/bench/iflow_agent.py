@@ -121,7 +121,9 @@ class IflowAgent:
         agent.close()
         llm.close()
         if timed_out:
-            return AgentOutcome(timed_out=True, log=recorder.text(), commands=recorder.commands)
+            return AgentOutcome(
+                timed_out=True, log=recorder.text(), commands=recorder.commands, messages=list(agent.messages)
+            )
         result = outcome[0]
         if isinstance(result, Exception):
             raise result
@@ -140,4 +142,5 @@ class IflowAgent:
             error=error,
             log=log,
             commands=recorder.commands,
+            messages=list(agent.messages),
         )
