@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
@@ -16,7 +17,8 @@ from starlette.background import BackgroundTask
 from rock.admin import responses as R
 from rock.admin.config import KeyPolicy
 from rock.admin.service import Admin
-from rock.envs.hub import EnvHub
+from rock.envs.gem_image import GemImageError, gem_context_folder
+from rock.envs.hub import EnvCaller, EnvHub
 from rock.envs.routes import env_router, install_env_errors
 from rock.request_limits import client_watch
 from rock.sdk import checks
@@ -32,7 +34,7 @@ from rock.sdk.types import (
     WorkerCapacity,
     WorkerInfo,
 )
-from rock.serving import install_error_handlers
+from rock.serving import bearer_token, install_error_handlers
 from rock.worker.contract import GROUP_PATH, HEARTBEAT_PATH, Heartbeat, HeartbeatReply
 
 _SLACK = 30.0
@@ -49,6 +51,12 @@ def caller(request: Request, authorization: Annotated[str | None, Header()] = No
 
 
 Caller = Annotated[KeyPolicy, Depends(caller)]
+
+
+def env_caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> EnvCaller:
+    """The env routes' caller: owns the environments it makes, whose sandboxes are made with its own key."""
+    policy = request.app.state.admin.auth.identify(authorization)
+    return EnvCaller(name=policy.name, api_key=bearer_token(authorization) if policy.key else None)
 
 
 def worker_caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
@@ -86,9 +94,11 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     app.state.admin = admin
     install_error_handlers(app)
     if hub is not None:
-        app.include_router(env_router(hub), dependencies=[Depends(caller)])
+        app.include_router(env_router(hub, env_caller))
         install_env_errors(app)
         app.state.env_hub = hub
+        with contextlib.suppress(GemImageError):  # without gem-llm no GEM env is made, nor its image built
+            admin.config.limits.allow_build_context(gem_context_folder())
 
     @app.get("/health")
     async def health() -> dict[str, object]:

@@ -43,6 +43,16 @@ def serve(
     keys: Annotated[
         Path | None, typer.Option(help="YAML list of keys with quotas: {name, key, max_sandboxes, ...}.")
     ] = None,
+    max_sandboxes: Annotated[
+        int | None, typer.Option(min=0, help="Quota of the --api-key key: sandboxes it may hold at once.")
+    ] = None,
+    build_context_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="A folder sandboxes may be built from (build_context names it or a folder in it); "
+            "repeatable. Only folders tenants cannot write. Default: none (the GEM image's own folder only)."
+        ),
+    ] = None,
     worker_token: Annotated[
         str | None,
         typer.Option(
@@ -107,7 +117,7 @@ def serve(
 
     from pydantic import ValidationError
 
-    from rock.admin.config import AdminConfig, KeyPolicy, load_keys
+    from rock.admin.config import AdminConfig, KeyPolicy, SpecLimits, load_keys
     from rock.admin.server import serve_admin
     from rock.packages.cache import PackageCacheError
     from rock.worker.config import WorkerConfig
@@ -117,7 +127,11 @@ def serve(
     try:
         policies = load_keys(keys) if keys else []
         if api_key:
-            policies.insert(0, KeyPolicy(name="default", key=api_key))
+            policies.insert(0, KeyPolicy(name="default", key=api_key, max_sandboxes=max_sandboxes))
+        elif max_sandboxes is not None:
+            raise ValueError(
+                "--max-sandboxes is the quota of --api-key's key; pass --api-key too (or use --keys)"
+            )
         common: dict[str, object] = {"state_dir": state_dir} if state_dir else {}
         worker = None
         if local_worker:
@@ -131,6 +145,7 @@ def serve(
             worker_token=worker_token,
             heartbeat_timeout=heartbeat_timeout,
             local_worker=worker,
+            limits=SpecLimits(build_contexts=build_context_root or []),
             **common,
         )
         proxy_config = None

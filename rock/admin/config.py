@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from rock.sdk.errors import BadRequest
 from rock.sdk.types import SandboxSpec, parse_memory
@@ -32,9 +33,15 @@ class KeyPolicy(BaseModel):
 
 
 class SpecLimits(BaseModel):
-    """The largest sandbox one create may ask for; over a limit the create fails with 422 naming it."""
+    """The largest sandbox one create may ask for, and what it may be built from; a create over a limit
+    fails with 422 naming it."""
 
     model_config = ConfigDict(extra="forbid")
+
+    build_contexts: list[Path] = Field(default_factory=list)
+    """Folders (on the workers' hosts) a create's `build_context` may name, or name a folder inside; empty:
+    no create may build. Only folders the operator controls: one a tenant can write (a sandbox's socket
+    folder, say) would let it run any build it likes."""
 
     max_cpus: float = 8.0
     max_memory: str = "16g"
@@ -45,7 +52,10 @@ class SpecLimits(BaseModel):
     max_start_timeout: float = 600.0
 
     def check(self, spec: SandboxSpec) -> None:
-        """Raise BadRequest (422) naming the first limit `spec` goes over."""
+        """Raise BadRequest (422) naming the first limit `spec` goes over, or a build_context outside
+        `build_contexts`."""
+        if spec.build_context is not None:
+            self.check_build_context(spec.build_context)
         checks = [
             ("cpus", spec.cpus, self.max_cpus),
             ("memory", spec.memory_bytes, parse_memory(self.max_memory)),
@@ -61,6 +71,26 @@ class SpecLimits(BaseModel):
                     f"{name}={getattr(spec, name)} is over this admin's limit "
                     f"max_{name}={getattr(self, 'max_' + name)}; ask for less"
                 )
+
+    def check_build_context(self, requested: str) -> None:
+        """BadRequest unless `requested` is one of `build_contexts` or inside one (symlinks resolved on this
+        host). Every refused path gets the same answer: whether it exists is never told."""
+        resolved = os.path.realpath(requested) if os.path.isabs(requested) else None
+        for root in self.build_contexts:
+            allowed = os.path.realpath(root)
+            if resolved is not None and (
+                resolved == allowed or resolved.startswith(allowed.rstrip("/") + "/")
+            ):
+                return
+        raise BadRequest(
+            f"build_context {requested!r} is not a folder this admin builds sandboxes from; use an `image` "
+            "(`rock image ls`), or ask the operator to add the folder (rock admin serve --build-context-root)"
+        )
+
+    def allow_build_context(self, folder: Path) -> None:
+        """Add a folder this admin itself builds from (the GEM image's) to `build_contexts`."""
+        if folder not in self.build_contexts:
+            self.build_contexts.append(folder)
 
 
 class AdminConfig(BaseModel):
@@ -87,6 +117,19 @@ class AdminConfig(BaseModel):
     reap_interval: float = Field(1.0, gt=0)
     local_worker: WorkerConfig | None = None
     """The worker `rock admin serve` runs in its own process (None: `--no-local-worker`)."""
+
+    @model_validator(mode="after")
+    def _build_roots_are_not_sandbox_folders(self) -> AdminConfig:
+        if self.local_worker is not None:
+            sockets = os.path.realpath(self.local_worker.state_dir / "run")
+            for root in self.limits.build_contexts:
+                allowed = os.path.realpath(root)
+                if os.path.commonpath([allowed, sockets]) in (allowed, sockets):
+                    raise ValueError(
+                        f"build context root {root} overlaps the sandboxes' socket folders ({sockets}), "
+                        "which tenants write; name a folder of the operator's own"
+                    )
+        return self
 
     @property
     def worker_token_path(self) -> Path:

@@ -20,6 +20,7 @@ from rock.admin.auth import LOCAL, check_quota
 from rock.admin.scheduler import ClientGone, Demand, demand_of
 from rock.admin.states import advance, failure_reason_of
 from rock.admin.writer import StoreFailed
+from rock.images.build import SANDBOX_BUILD_TIMEOUT
 from rock.sdk.calls import member_error
 from rock.sdk.errors import RockError, SandboxFailed, WorkerUnavailable
 from rock.sdk.types import ErrorBody, FailureReason, GroupMember, SandboxInfo, SandboxSpec, SandboxState
@@ -199,7 +200,11 @@ class Creates:
             GROUP_PATH,
             content=body.model_dump_json(),
             headers=_JSON,
-            timeout=None if spec.build_context else spec.start_timeout + 30.0 + _PER_MEMBER * len(infos),
+            # A build (its worker cuts it off at SANDBOX_BUILD_TIMEOUT) comes before the start.
+            timeout=spec.start_timeout
+            + 30.0
+            + _PER_MEMBER * len(infos)
+            + (SANDBOX_BUILD_TIMEOUT if spec.build_context else 0.0),
         )
         reply = CreatedShare.model_validate_json(response.content)
         out: dict[str, CreatedOnWorker | RockError] = {

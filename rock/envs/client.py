@@ -78,9 +78,17 @@ class RemoteEnv:
         self.close()
 
 
-def make(env_id: str, *, url: str | None = None, timeout_s: float = 900.0, **kwargs: Any) -> RemoteEnv:
-    """Make `env_id` (a registered GEM id) in a sandbox; `kwargs` go to its constructor."""
-    http = httpx.Client(base_url=envs_url(url), timeout=timeout_s, headers=auth_headers(None))
+def make(
+    env_id: str,
+    *,
+    url: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 900.0,
+    **kwargs: Any,
+) -> RemoteEnv:
+    """Make `env_id` (a registered GEM id) in a sandbox of `api_key`'s (default: $ROCK_API_KEY); `kwargs` go
+    to its constructor."""
+    http = httpx.Client(base_url=envs_url(url), timeout=timeout_s, headers=auth_headers(api_key))
     try:
         made = MakeResponse.model_validate(
             _call(http, "POST", "/envs/make", json={"env_id": env_id, "kwargs": kwargs})
@@ -91,6 +99,7 @@ def make(env_id: str, *, url: str | None = None, timeout_s: float = 900.0, **kwa
     return RemoteEnv(http, made.handle, made.env_id)
 
 
-def list_envs(url: str | None = None) -> EnvList:
-    with httpx.Client(base_url=envs_url(url), timeout=60, headers=auth_headers(None)) as http:
+def list_envs(url: str | None = None, api_key: str | None = None) -> EnvList:
+    """The caller's open environments and the GEM ids the host knows."""
+    with httpx.Client(base_url=envs_url(url), timeout=60, headers=auth_headers(api_key)) as http:
         return EnvList.model_validate(_call(http, "GET", "/envs/list"))

@@ -45,10 +45,16 @@ def cache_root() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "ale"
 
 
+def gem_context_folder() -> Path:
+    """Where `gem_build_context` prepares the GEM image's folder: the admin that serves /envs builds from
+    it (so it is on that admin's list of build folders)."""
+    return cache_root() / f"gem-image-{gem_version()}"
+
+
 def gem_build_context() -> Path:
     """A folder with the Dockerfile and wheels of the GEM image, prepared once per gem-llm version."""
     version = gem_version()
-    folder = cache_root() / f"gem-image-{version}"
+    folder = gem_context_folder()
     if (folder / "Dockerfile").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)

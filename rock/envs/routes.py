@@ -4,13 +4,16 @@ POST /envs/make, GET /envs/list, POST /envs/{handle}/reset, .../step, .../close.
 Handlers are plain functions: FastAPI runs them in its thread pool, as environment calls block.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations, which name the
+# dependency `identify` local to env_router.
+from collections.abc import Callable
+from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from rock.envs.errors import EnvError
-from rock.envs.hub import EnvHub
+from rock.envs.hub import ANYONE, EnvCaller, EnvHub
 from rock.envs.types import (
     EnvErrorBody,
     EnvList,
@@ -41,28 +44,35 @@ CALL = _AUTH | {
 body that is no JSON, over the limit, or off the schema), so only 404's has one schema."""
 
 
-def env_router(hub: EnvHub) -> APIRouter:
+def _anyone() -> EnvCaller:
+    return ANYONE
+
+
+def env_router(hub: EnvHub, identify: Callable[..., EnvCaller] = _anyone) -> APIRouter:
+    """The routes; `identify` (a FastAPI dependency) names the caller, who owns the environments it makes
+    and sees no other caller's (default: one caller, for a host without API keys)."""
     router = APIRouter(prefix="/envs")
+    Caller = Annotated[EnvCaller, Depends(identify)]
 
     @router.post("/make", responses=MAKE)
-    def make(body: MakeRequest) -> MakeResponse:
-        return MakeResponse(handle=hub.make(body.env_id, body.kwargs), env_id=body.env_id)
+    def make(body: MakeRequest, who: Caller) -> MakeResponse:
+        return MakeResponse(handle=hub.make(body.env_id, body.kwargs, who), env_id=body.env_id)
 
     @router.get("/list", responses=_AUTH)
-    def list_envs() -> EnvList:
-        return hub.list()
+    def list_envs(who: Caller) -> EnvList:
+        return hub.list(who)
 
     @router.post("/{handle}/reset", responses=CALL)
-    def reset(handle: str, body: ResetRequest) -> ResetResponse:
-        return ResetResponse.model_validate(hub.reset(handle, body.seed))
+    def reset(handle: str, body: ResetRequest, who: Caller) -> ResetResponse:
+        return ResetResponse.model_validate(hub.reset(handle, body.seed, who))
 
     @router.post("/{handle}/step", responses=CALL)
-    def step(handle: str, body: StepRequest) -> StepResponse:
-        return StepResponse.model_validate(hub.step(handle, body.action))
+    def step(handle: str, body: StepRequest, who: Caller) -> StepResponse:
+        return StepResponse.model_validate(hub.step(handle, body.action, who))
 
     @router.post("/{handle}/close", responses=CALL)
-    def close(handle: str) -> dict[str, str]:
-        hub.close(handle)
+    def close(handle: str, who: Caller) -> dict[str, str]:
+        hub.close(handle, who)
         return {"handle": handle, "closed": "true"}
 
     return router

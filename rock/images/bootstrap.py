@@ -209,7 +209,7 @@ def _build_recipe(
             return str(client.images.get(name).id)
         report.step(step)
         try:
-            docker_build(client, build_dir, dockerfile, name, {RECIPE_LABEL: recipe}, report.line)
+            docker_build(client, build_dir, dockerfile.read_text(), name, {RECIPE_LABEL: recipe}, report.line)
         except ImageBuildError as exc:
             raise BootstrapError(
                 step,

@@ -1,22 +1,38 @@
 """Build a Dockerfile through the alias table, tagged by a hash of its content so a repeated build is free."""
 
+from __future__ import annotations
+
 import collections
+import contextlib
 import hashlib
+import json
 import os
 import re
-import tempfile
-from collections.abc import Callable
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import requests
 
 from rock.images.aliases import BASE_IMAGES, ImageAliases, aliases_file, load_aliases
 from rock.images.errors import ImageBuildError, ImageError, UnknownImage
+
+if TYPE_CHECKING:
+    from rock.sdk.types import SandboxSpec
 
 CONTEXT_LABEL = "ale.context-hash"
 LOG_TAIL_LINES = 40
 FROM_LINE = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(\s+AS\s+(\S+))?(.*)$", re.IGNORECASE)
 COPY_FROM = re.compile(r"(--from=)(\S+)", re.IGNORECASE)
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SANDBOX_BUILD_TIMEOUT = 600.0
+"""Seconds a build made for a sandbox (its `build_context`) may run; the admin waits that long plus the
+sandbox's start_timeout for the create."""
+CPU_PERIOD = 100_000
 
 LineSink = Callable[[str], None]
 
@@ -127,6 +143,34 @@ class PackageCacheArgs:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class BuildLimits:
+    """What a build made for a sandbox may use: no network unless the sandbox has the full network, the
+    sandbox's memory and CPUs for each RUN step, and a deadline after which the build is cut off."""
+
+    network: str
+    memory: int
+    cpus: float
+    timeout: float = SANDBOX_BUILD_TIMEOUT
+
+    @classmethod
+    def of(cls, spec: SandboxSpec) -> BuildLimits:
+        # An egress allowlist cannot be enforced on a build's RUN steps (no firewall in their namespace),
+        # so only a bridge sandbox without one builds with a network.
+        network = "bridge" if spec.network == "bridge" and not spec.egress else "none"
+        return cls(network=network, memory=spec.memory_bytes, cpus=spec.cpus)
+
+    def params(self) -> dict[str, str]:
+        """The Docker build API's query parameters for these limits (memory without swap, a CFS quota)."""
+        return {
+            "networkmode": self.network,
+            "memory": str(self.memory),
+            "memswap": str(self.memory),
+            "cpuperiod": str(CPU_PERIOD),
+            "cpuquota": str(max(int(self.cpus * CPU_PERIOD), 1000)),
+        }
+
+
 def build_image(
     context_dir: str | Path,
     tag: str | None = None,
@@ -134,12 +178,14 @@ def build_image(
     on_line: LineSink | None = None,
     aliases: ImageAliases | None = None,
     package_cache: PackageCacheArgs | None = None,
+    limits: BuildLimits | None = None,
 ) -> str:
     """Build `context_dir`'s Dockerfile with its FROM lines resolved through the alias table; returns the tag.
 
     Without `tag` the image is named `ale/build-<folder>:<content hash>`; an image already built from the
     same content (and base images) is returned without building. With `package_cache`, `pip`, `uv` and
-    `apt-get` steps of the build fetch through the fleet's cache (see `PackageCacheArgs`).
+    `apt-get` steps of the build fetch through the fleet's cache (see `PackageCacheArgs`). With `limits`
+    (a build for a sandbox), the build gets the sandbox's network, memory and CPUs and a deadline.
     """
     context = Path(context_dir).resolve()
     source = context / dockerfile
@@ -161,40 +207,34 @@ def build_image(
     tag = tag or f"ale/build-{_slug(context.name)}:{digest[:12]}"
     if image_exists(client, tag) and client.images.get(tag).labels.get(CONTEXT_LABEL) == digest:
         return tag
-    with tempfile.TemporaryDirectory(prefix="ale-build-") as scratch:
-        rewritten = Path(scratch) / "Dockerfile"
-        rewritten.write_text(text)
-        docker_build(client, context, rewritten, tag, {CONTEXT_LABEL: digest}, on_line, package_cache)
+    params = {"buildargs": json.dumps(package_cache.args), "networkmode": "host"} if package_cache else {}
+    params |= limits.params() if limits else {}
+    timeout = limits.timeout if limits else None
+    docker_build(client, context, text, tag, {CONTEXT_LABEL: digest}, on_line, params, timeout)
     return tag
 
 
 def docker_build(
     client: Any,
     context: Path,
-    dockerfile: Path,
+    dockerfile_text: str,
     tag: str,
     labels: dict[str, str],
     on_line: LineSink | None,
-    package_cache: PackageCacheArgs | None = None,
+    params: dict[str, str] | None = None,
+    timeout: float | None = None,
 ) -> None:
-    """Run `docker build`, streaming its lines to `on_line`; ImageBuildError with the log tail on failure."""
-    from docker.errors import APIError
-
+    """Run `docker build` (the engine's build API, `params` added to its query), streaming its lines to
+    `on_line`; ImageBuildError with the log tail on failure, or once `timeout` seconds have passed (the
+    connection is then cut, which makes the engine stop the build and its RUN step's container)."""
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+    response = _start_build(client, context, dockerfile_text, tag, labels, params or {}, timeout)
+    cut = threading.Event()
+    deadline = None if timeout is None else threading.Timer(timeout, _cut, (response, cut))
     try:
-        stream = client.api.build(
-            path=str(context),
-            dockerfile=str(dockerfile),
-            tag=tag,
-            labels=labels,
-            rm=True,
-            forcerm=True,
-            pull=False,
-            decode=True,
-            buildargs=package_cache.args if package_cache else None,
-            network_mode="host" if package_cache else None,
-        )
-        for chunk in stream:
+        if deadline is not None:
+            deadline.start()
+        for chunk in _json_lines(response):
             text = ANSI_ESCAPE.sub("", chunk.get("stream") or chunk.get("status") or "")
             for line in text.splitlines():
                 if line.strip():
@@ -210,7 +250,79 @@ def docker_build(
                     "wheels downloaded on the host)",
                     "\n".join(tail),
                 )
-    except APIError as exc:
+    except requests.RequestException as exc:
+        if cut.is_set():
+            raise ImageBuildError(
+                f"building {tag} from {context} ran past its limit of {timeout:g} s and was stopped; make "
+                "its RUN steps faster (or build the image ahead with `rock image build`)",
+                "\n".join(tail),
+            ) from None
         raise ImageBuildError(
-            f"Docker refused to build {tag} from {context}: {exc}", "\n".join(tail)
+            f"the build of {tag} from {context} broke off: {exc}", "\n".join(tail)
         ) from None
+    finally:
+        if deadline is not None:
+            deadline.cancel()
+        response.close()
+
+
+def _start_build(
+    client: Any,
+    context: Path,
+    dockerfile_text: str,
+    tag: str,
+    labels: dict[str, str],
+    params: dict[str, str],
+    timeout: float | None,
+) -> requests.Response:
+    """POST the context (with the rewritten Dockerfile added under a name of its own) to the build API."""
+    from docker.utils import tar
+
+    name = f".ale-dockerfile-{secrets.token_hex(6)}"
+    archive = tar(str(context), exclude=_dockerignore(context), dockerfile=(name, dockerfile_text))
+    query = {"t": tag, "dockerfile": name, "labels": json.dumps(labels), "rm": "1", "forcerm": "1"}
+    api = client.api
+    try:
+        response = api.post(
+            f"{api.base_url}/v{api.api_version}/build",
+            data=archive,
+            params=query | params,
+            headers={"Content-Type": "application/tar"},
+            stream=True,
+            # A read waits at most this long too: a RUN step silent past the deadline ends by then.
+            timeout=timeout,
+        )
+    except requests.RequestException as exc:
+        raise ImageBuildError(f"Docker did not take the build of {tag} from {context}: {exc}") from None
+    finally:
+        archive.close()
+    if response.status_code >= 400:
+        message = response.text.strip()
+        response.close()
+        raise ImageBuildError(f"Docker refused to build {tag} from {context}: {message}")
+    return response
+
+
+def _dockerignore(context: Path) -> list[str] | None:
+    path = context / ".dockerignore"
+    if not path.is_file():
+        return None
+    lines = (line.strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _json_lines(response: requests.Response) -> Iterator[dict[str, Any]]:
+    for line in response.iter_lines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def _cut(response: requests.Response, cut: threading.Event) -> None:
+    """Shut the build's connection down under the thread reading it (a close alone would not wake a read
+    that waits on a silent RUN step); the engine cancels a build whose client has gone."""
+    cut.set()
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

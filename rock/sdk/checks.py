@@ -100,7 +100,25 @@ def image_reference(value: str) -> str:
             f"image {value[:80]!r} is not an image reference ({exc}); write it like 'python:3.11', "
             "'ale/debian:bookworm' or 'registry.example:5000/team/app@sha256:<64 hex>'"
         ) from None
+    repository = _repository_path(value)
+    if repository != repository.lower():  # Docker's own 400 for this would surface only at start
+        raise ValueError(
+            f"image {value[:80]!r}: the repository name must be lowercase ({repository!r}); "
+            f"write {repository.lower()!r}"
+        )
     return value
+
+
+def _repository_path(reference_text: str) -> str:
+    """The repository path of a valid reference (no tag, digest or registry host). As Docker reads it, the
+    first component is a host (which may hold capitals) only with a `.` or `:` in it, or as `localhost`."""
+    path = reference_text.partition("@")[0]
+    if path.rfind(":") > path.rfind("/"):
+        path = path[: path.rfind(":")]
+    first, _, rest = path.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return rest
+    return path
 
 
 Text = Annotated[str, AfterValidator(no_nul)]

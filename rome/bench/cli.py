@@ -181,6 +181,7 @@ def terminal_pro(
     from rich.console import Console
     from rich.table import Table
 
+    from rock.tables import print_table, save_table
     from rome.bench.agents import AGENT_NAMES
     from rome.bench.report import write_report
     from rome.bench.runner import run_trials, sandbox_provider, write_run_config
@@ -232,8 +233,8 @@ def terminal_pro(
     for name, group in summary.by_category.items():
         ks = " ".join(f"@{k}:{v:.2f}" for k, v in group.pass_at_k.items())
         table.add_row(name, str(group.tasks), f"{group.pass_at_1:.3f}", f"{group.avg_at_k:.3f}", ks)
-    console.print(table)
-    console.print(f"report: {output / 'report.md'}")
+    print_table(console, table)
+    console.print(f"report: {output / 'report.md'}; table: {save_table(table, output / 'summary.txt')}")
 
 
 @app.command()
@@ -283,6 +284,8 @@ def _print_validation(console, report, tasks_dir: Path, output: Path) -> tuple[i
     from rich.markup import escape
     from rich.table import Table
 
+    from rock.tables import print_table, save_table
+
     table = Table(title=f"validation of {tasks_dir}")
     for col in ("task", "domain", "difficulty", "oracle", "nop", "verdict"):
         table.add_column(col)
@@ -303,7 +306,8 @@ def _print_validation(console, report, tasks_dir: Path, output: Path) -> tuple[i
         )
     for error in report.load_errors:
         table.add_row(error.task_dir.name, "-", "-", "-", "-", "[red]malformed[/red]")
-    console.print(table)
+    print_table(console, table)
+    save_table(table, output / "validation.txt")
     for row in report.rows:
         if not row.ok:
             colour = "yellow" if row.cannot_run is not None else "red"
@@ -325,6 +329,9 @@ def check(
     allow_internet: Annotated[
         bool, typer.Option(help="Judge as if the operator allowed tasks the full network.")
     ] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="Also write the whole table, at its natural width, to this file.")
+    ] = None,
 ) -> None:
     """Before running: each task's layout, base images, network needs at build and test time, features,
     and whether it can run here under the current policy. Exits 1 when a task cannot run here."""
@@ -332,6 +339,7 @@ def check(
     from rich.markup import escape
     from rich.table import Table
 
+    from rock.tables import print_table, save_table
     from rome.bench.check import check_task, image_resolver, seeded_cache
 
     suite = _load(tasks_dir, None)
@@ -355,30 +363,10 @@ def check(
             c.policy,
             here + "".join(f"\n[yellow]{escape(n)}[/yellow]" for n in c.notes),
         )
-    console.print(table)
+    print_table(console, table)
+    if output is not None:
+        console.print(f"full table: {save_table(table, output)}", soft_wrap=True)
     blocked = [c for c in checks if not c.runnable]
     console.print(f"{len(checks) - len(blocked)} of {len(checks)} task(s) can run here", soft_wrap=True)
     if blocked:
         raise typer.Exit(1)
-
-
-@app.command()
-def view(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder of `rome-bench terminal-pro`.")],
-    out: Annotated[Path | None, typer.Option(help="Folder for the viewer (default RUN_DIR/view).")] = None,
-    serve: Annotated[bool, typer.Option("--serve", help="Also serve the folder on 127.0.0.1.")] = False,
-    port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).")] = 8765,
-) -> None:
-    """A bench run as one static HTML folder: pass@k by domain and task, verdicts, trial transcripts."""
-    from roll.view.cli import serve_folder
-    from roll.view.page import write_page
-    from rome.bench.view import BenchViewError, bench_view
-
-    try:
-        index = write_page(bench_view(run_dir), out or run_dir / "view")
-    except BenchViewError as error:
-        typer.echo(f"rome-bench view: {error}", err=True)
-        raise typer.Exit(2) from error
-    typer.echo(f"Viewer written: {index.resolve()} (open it in a browser; no server needed)")
-    if serve:
-        serve_folder(index.parent, port)
