@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from rock.lifetime import OWNER_ENV
 from rock.worker.socket_dir import release_mounts_under
 
 if TYPE_CHECKING:
@@ -116,7 +117,8 @@ class LocalFleet:
         self.port = free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.worker_token = secrets.token_urlsafe(24)
-        self._secret = {"ROCK_WORKER_TOKEN": self.worker_token}
+        # The fleet ends with this process (rock.lifetime): its workers watch it and remove their containers.
+        self._secret = {"ROCK_WORKER_TOKEN": self.worker_token, OWNER_ENV: str(os.getpid())}
         self._stop_with_parent = stop_with_parent
         admin = ["admin", "serve", "--port", str(self.port), "--state-dir", str(self.state_dir)]
         admin += ["--host", host, "--log-level", "info"]
@@ -272,12 +274,17 @@ def remove_containers(worker_id: str) -> None:
         client.close()
 
 
-def _stop_when_orphaned(parent_pid: int, worker_ids: list[str], state_dir: Path) -> None:
+def _stop_when_orphaned(
+    parent_pid: int, worker_ids: list[str], state_dir: Path, child: subprocess.Popen[bytes]
+) -> None:
     while True:
         time.sleep(2)
         try:
             os.kill(parent_pid, 0)
         except ProcessLookupError:
+            # The fleet stops first: a create still under way would otherwise start a container after the
+            # sweep below, and the stopped worker would leave it running.
+            _stop(child)
             for wid in worker_ids:
                 remove_containers(wid)
             release_mounts_under(state_dir)
@@ -300,18 +307,22 @@ def main() -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    guard = (options.parent_pid, options.worker_id, options.state_dir)
+    guard = (options.parent_pid, options.worker_id, options.state_dir, child)
     threading.Thread(target=_stop_when_orphaned, args=guard, daemon=True).start()
     try:
         child.wait()
     finally:
-        if child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        _stop(child)
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 if __name__ == "__main__":

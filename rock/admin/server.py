@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import socket
 from typing import TYPE_CHECKING
 
@@ -15,6 +17,7 @@ from pydantic import SecretStr
 from rock.admin.app import create_app
 from rock.admin.config import AdminConfig
 from rock.admin.service import Admin
+from rock.lifetime import Owner, watch_owner
 from rock.sdk.errors import CapacityExceeded
 from rock.serving import QuietSignalsServer, bind, uvicorn_config
 from rock.worker.app import create_worker_app
@@ -24,6 +27,10 @@ if TYPE_CHECKING:
     from rock.proxy.types import ProxyConfig
 
 log = logging.getLogger("rock.admin")
+
+
+async def _stop_this_process() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class AdminServer(uvicorn.Server):
@@ -74,6 +81,10 @@ async def serve_admin(
             uvicorn_config(create_worker_app(worker, lambda: worker_port), log_level)
         )
         worker_task = asyncio.get_running_loop().create_task(worker_server.serve(sockets=[worker_sock]))
+    owner = Owner.from_env()
+    watch: asyncio.Task[None] | None = None
+    if owner is not None and config.local_worker is None:  # a local worker watches it, and stops this process
+        watch = asyncio.get_running_loop().create_task(watch_owner(owner, _stop_this_process))
     log.info("admin listens on http://%s:%d (environments under /envs)", config.host, admin_port)
     with contextlib.ExitStack() as stack:
         if proxy is not None:
@@ -86,6 +97,8 @@ async def serve_admin(
         try:
             await server.serve(sockets=[admin_sock])
         finally:
+            if watch is not None:
+                watch.cancel()
             if worker_server is not None and worker_task is not None:
                 worker_server.should_exit = True
                 await worker_task

@@ -71,13 +71,14 @@ def start_container(
     command: list[str],
     env: dict[str, str],
     disk_quota: bool,
+    labels: dict[str, str] | None = None,
 ) -> str:
     """Create and start the sandbox's container; returns its id. Never pulls: images are local.
 
     The CPU limit is set by `limit_cpus` once the rocklet answers: the interpreter's start then runs at full
     speed (under a 0.25-CPU quota it would take four times as long), and no user command runs before it.
     `disk_quota`: Docker enforces `spec.disk` on the writable layer (overlay2 on xfs with pquota only);
-    elsewhere the worker's disk watch does.
+    elsewhere the worker's disk watch does. `labels`: more labels (rock.lifetime's).
     """
     uid, _, gid = spec.user.partition(":")
     # Root gets its own home from the image, as in `docker run`; any other user a fresh one on a tmpfs.
@@ -114,6 +115,7 @@ def start_container(
             LABEL_OWNER: owner,
             LABEL_FLEET: fleet,
             LABEL_DISK: str(spec.disk_bytes),
+            **(labels or {}),
         },
         environment={"HOME": home, **env, **spec.env},
         volumes=["/opt/rock", SOCKET_MOUNT],

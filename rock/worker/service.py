@@ -12,6 +12,7 @@ import functools
 import hashlib
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -24,6 +25,7 @@ import docker
 import docker.errors
 import httpx
 
+from rock import lifetime
 from rock.rocklet.client import RockletClient
 from rock.rocklet.errors import RockletError, RockletUnavailable, SocketTampered
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
@@ -52,6 +54,8 @@ from rock.worker.packages import PackageBridges
 from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
 
 log = logging.getLogger("rock.worker")
+REAP_INTERVAL = 60.0
+"""Seconds between looks for the containers of fleets that are gone (rock.lifetime)."""
 LISTING_WAIT = 1.0
 """Seconds a heartbeat waits for the container listing before it goes without it."""
 T = TypeVar("T")
@@ -86,6 +90,9 @@ class WorkerService:
         self._disk_checks: asyncio.Task[None] | None = None
         self._http = httpx.AsyncClient(timeout=10.0)
         self.runtime_dir = config.state_dir
+        self._owner = lifetime.Owner.from_env()
+        """The process this fleet ends with (rock.lifetime), or None."""
+        self._ending = False
 
     @property
     def token(self) -> str:
@@ -120,6 +127,12 @@ class WorkerService:
         self.config.run_dir.mkdir(parents=True, exist_ok=True)
         self._rocklet_key = await self._blocking(socket_dir.rocklet_key, self.config.state_dir)
         await self.reconcile()
+        reaped = await self._blocking(lifetime.reap_gone_fleets, self.docker, self.fleet)
+        if reaped:
+            log.warning("removed %d containers of fleets that are gone: %s", len(reaped), ", ".join(reaped))
+        self._in_background(lifetime.reap_every(self._blocking, self.docker, self.fleet, REAP_INTERVAL))
+        if self._owner is not None:
+            self._in_background(lifetime.watch_owner(self._owner, self._end_with_owner))
         threading.Thread(
             target=self._oom.follow_events,
             args=(lambda: self.docker, self.config.id),
@@ -129,9 +142,23 @@ class WorkerService:
         self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_loop())
         self._disk_checks = asyncio.get_running_loop().create_task(self._disk.run(self.docker))
 
+    async def _end_with_owner(self) -> None:
+        """The private fleet's owner is gone: start nothing more, let the creates under way finish, remove
+        every container of this worker, then stop."""
+        self._ending = True
+        for _ in range(600):
+            if not self._starting:
+                break
+            await asyncio.sleep(0.1)
+        found = await self._blocking(containers.labelled, self.docker, self.config.id)
+        await asyncio.gather(*(self._remove(entry[0]) for entry in found), return_exceptions=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     async def close(self) -> None:
         """Stop heartbeating; containers stay, to be adopted when a worker with this id starts again."""
         self._closing = True
+        for task in list(self._background):
+            task.cancel()
         for task in (self._heartbeats, self._disk_checks):
             if task is not None:
                 task.cancel()
@@ -202,6 +229,8 @@ class WorkerService:
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
             raise BadRequest(f"sandbox {sandbox_id} already exists on worker {self.config.id}")
+        if self._ending:
+            raise SandboxFailed("the fleet's owner is gone; the worker stops", FailureReason.START_ERROR)
         if spec.network == "packages" and not self._packages.available:
             raise BadRequest(
                 f"worker {self.config.id} has no package cache for network='packages'; start the fleet with "
@@ -234,6 +263,7 @@ class WorkerService:
                 host_dir=host_dir,
                 command=rocklet_container_command(token_file=f"{SOCKET_MOUNT}/{TOKEN_FILE}"),
                 env=rocklet_container_env() | self._package_env(spec),
+                labels=lifetime.sandbox_labels(spec.ttl, self._owner),
             )
             try:
                 container_id = await self._disk.start(lambda **limit: self._blocking(start, **limit))
@@ -312,11 +342,10 @@ class WorkerService:
     async def _image(self, spec: SandboxSpec) -> str:
         """The local image to run: built from `build_context`, or `image` resolved through the alias table."""
         from rock.images import ImageError, build_image, resolve_image
-        from rock.images.build import BuildLimits
 
         try:
-            if spec.build_context is not None:  # the admin has checked it is one of the operator's folders
-                return await self._blocking(build_image, spec.build_context, limits=BuildLimits.of(spec))
+            if spec.build_context is not None:
+                return await self._blocking(build_image, spec.build_context)
             return await self._blocking(resolve_image, spec.image, client=self.docker)
         except ImageError as exc:
             raise SandboxFailed(str(exc), FailureReason.IMAGE_ERROR) from exc
