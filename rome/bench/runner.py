@@ -23,6 +23,7 @@ from rome.terminal_tasks.task import Task
 
 if TYPE_CHECKING:
     from rock.images.build import PackageCacheArgs
+    from rock.packages.mode import PackagesMode
 
 ProgressHook = Callable[[TrialResult], None]
 
@@ -60,13 +61,13 @@ def sandbox_provider(
     kind: str = "rock",
     admin_url: str | None = None,
     allow_internet: bool = False,
-    offline_packages: bool = True,
+    packages: PackagesMode | None = None,
 ) -> Iterator[SandboxProvider]:
     """Sandboxes for a run: ROCK (a private local fleet unless `admin_url` names one) or plain Docker.
 
-    The private fleet runs the package cache when set-up seeded one ($ALE_HOME/package-cache); offline (the
-    default) it serves what was seeded from its own copy, so runs side by side never share a database.
-    `allow_internet` is the operator's consent to `full`.
+    The private fleet runs the package cache ($ALE_HOME/package-cache, seeded by set-up) as `packages` says
+    (rock.packages.mode: online by default, offline when the registries cannot be reached); offline it
+    serves what was seeded from its own copy. `allow_internet` is the operator's consent to `full`.
     """
     if kind == "docker":
         from rome.bench.docker_sandbox import DockerProvider
@@ -79,11 +80,9 @@ def sandbox_provider(
         yield grouped_rock_provider(admin_url, allow_internet)
         return
     from rock.fleet import LocalFleet
-    from rock.packages.cache import default_folder
+    from rock.packages.mode import default_mode, fleet_admin_args
 
-    cache = default_folder() if (default_folder() / "pypi").is_dir() else None
-    admin_args = [] if cache is None else ["--package-cache", str(cache)]
-    admin_args += ["--package-cache-offline"] if cache is not None and offline_packages else []
+    admin_args = fleet_admin_args(packages or default_mode())
     with LocalFleet(stop_with_parent=True, admin_args=admin_args) as fleet:
         yield grouped_rock_provider(fleet.url, allow_internet)
 

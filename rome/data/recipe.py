@@ -116,7 +116,7 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
 def _sandboxes(env: TerminalEnvConfig) -> AbstractContextManager[SandboxProvider]:
     from rome.bench.runner import sandbox_provider
 
-    return sandbox_provider("rock", env.rock.admin_url)
+    return sandbox_provider("rock", env.rock.admin_url, packages=env.rock.packages)
 
 
 def _generate(data: TerminalDataConfig, tasks: Path) -> None:

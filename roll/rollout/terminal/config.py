@@ -21,6 +21,12 @@ class RockConfig(StrictConfig):
         "fleet for the run, stopped (with every sandbox it made) when the run ends.",
     )
     slots: int = Field(8, ge=1, description="Sandboxes the private fleet runs at once (others queue).")
+    packages: Literal["online", "offline"] | None = Field(
+        None,
+        description="The private fleet's package cache: online (fetches what it lacks from PyPI/Debian; "
+        "offline when they cannot be reached) or offline (only what is seeded); None: $ALE_PACKAGES, else "
+        "online. See rock.packages.mode.",
+    )
 
 
 class AgentConfig(StrictConfig):

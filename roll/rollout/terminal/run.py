@@ -31,9 +31,13 @@ class TerminalRun:
         admin_url = env.rock.admin_url
         if admin_url is None:
             from rock.fleet import LocalFleet
+            from rock.packages.mode import default_mode, fleet_admin_args
 
+            packages = fleet_admin_args(env.rock.packages or default_mode())
             # stop_with_parent: a driver killed without cleaning up still takes its sandboxes with it.
-            self.fleet = LocalFleet(slots=env.rock.slots, stop_with_parent=True).__enter__()
+            self.fleet = LocalFleet(
+                slots=env.rock.slots, stop_with_parent=True, admin_args=packages
+            ).__enter__()
             admin_url = self.fleet.url
         self.admin_url = admin_url
         self.start_points = (
