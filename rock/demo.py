@@ -13,6 +13,7 @@ from rich.table import Table
 
 from rock.fleet import LocalFleet, short_tmp
 from rock.sdk.sandbox import AsyncSandbox
+from rock.tables import print_table
 
 console = Console()
 
@@ -57,7 +58,7 @@ def main(sandboxes: int = 4, image: str = "python:3.11") -> int:
             table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*row)
-        console.print(table)
+        print_table(console, table)
         return 0
     except Exception as exc:
         console.print(f"[red]demo failed:[/] {exc}")

@@ -286,6 +286,8 @@ def print_table(rows: list[Row], device: str, model_id: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from rock.tables import print_table as show_table
+
     table = Table(title=f"ALE GPU check on {device} with {model_id}")
     table.add_column("check")
     table.add_column("result")
@@ -294,7 +296,7 @@ def print_table(rows: list[Row], device: str, model_id: str) -> None:
     colours = {"pass": "green", "FAIL": "bold red", "skip": "yellow"}
     for row in rows:
         table.add_row(row.name, f"[{colours[row.status]}]{row.status}[/]", f"{row.seconds:.1f}", row.detail)
-    Console(width=160).print(table)
+    show_table(Console(), table)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,6 +100,7 @@ def list_images() -> None:
     from rock.images.aliases import BASE_IMAGES, aliases_file, load_aliases
     from rock.images.build import docker_client
     from rock.images.errors import ImageError
+    from rock.tables import print_table
 
     console = Console()
     try:
@@ -117,7 +118,7 @@ def list_images() -> None:
             images.add_row(
                 image_tag, image.short_id.split(":")[-1], size, image.attrs.get("Created", "")[:19]
             )
-    console.print(images)
+    print_table(console, images)
     present = {tag for image in client.images.list(name="ale/*") for tag in image.tags}
     missing = [name for name in BASE_IMAGES if name not in present]
     if missing:
@@ -129,4 +130,4 @@ def list_images() -> None:
     aliases.add_column("local image")
     for pattern, target in table_data.items():
         aliases.add_row(pattern, target)
-    console.print(aliases)
+    print_table(console, aliases)

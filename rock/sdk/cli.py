@@ -92,13 +92,13 @@ def list_(
     api_key: ApiKey = None,
 ) -> None:
     """List sandboxes as a table."""
-    import sys
     from datetime import UTC, datetime
 
     from rich.console import Console
     from rich.table import Table
 
     from rock.sdk import calls
+    from rock.tables import print_table
 
     infos = _send(calls.list_all(all_), admin_url, api_key)
     table = Table(title=f"{len(infos)} sandbox(es)")
@@ -121,8 +121,8 @@ def list_(
             f"{(now - info.created_at).total_seconds():.0f}s",
             (info.detail or "")[:60],
         )
-    # Piped output (scripts, grep) gets a wide table rather than one squeezed to 80 columns.
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+    # Too wide for the terminal (or a piped 80 columns): one block per sandbox rather than squeezed cells.
+    print_table(Console(), table)
 
 
 @app.command("exec")

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rock.tables import print_table
 from roll.pipeline.config import TrainConfig
 from roll.progress import print_plain
 from roll.rollout.terminal.config import TerminalEnvConfig
@@ -83,7 +84,7 @@ def print_summary(
         from roll.rollout.terminal.report import start_point_table
 
         title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"
-        console.print(start_point_table(played, title))
+        print_table(console, start_point_table(played, title))
     if played:
         path = " → ".join(f"{row['label']} {row['success']:.0%}" for row in played)
         console.print(f"Eval success: {path}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from rome.terminal_tasks.images import image_notes
 from rome.terminal_tasks.network import grant
 from rome.terminal_tasks.task import Task
 
@@ -74,6 +75,18 @@ def _features(task: Task, tests: str) -> list[str]:
         features.append(f"multi-step ({len(task.steps)} steps, reward {task.step_reward_strategy})")
         if any(s.min_reward is not None for s in task.steps):
             features.append("early stop (min_reward)")
+    steps = task.steps
+    if task.verifier_env or any(s.verifier_env for s in steps):
+        features.append("verifier env" + (" (per step)" if any(s.verifier_env for s in steps) else ""))
+    if task.agent_env:
+        features.append("agent env ([environment].env)")
+    checks = ["environment"] * (task.healthcheck is not None) + [s.name for s in steps if s.healthcheck]
+    if checks:
+        features.append(f"healthcheck ({', '.join(checks)})")
+    if task.artifacts or any(s.artifacts for s in steps):
+        features.append(f"artifacts ({len(task.artifacts) + sum(len(s.artifacts) for s in steps)})")
+    if any(s.workdir_dir for s in steps):
+        features.append("step workdir/ uploads")
     if task.layout == "terminal-bench" and not task.extra_test_files:
         features.append("TB1 default verifier (pytest on tests/)")
     if task.image is not None:
@@ -97,6 +110,10 @@ def check_task(task: Task, resolve: object, allow_internet: bool, package_cache:
     result.test_needs = _needs(tests)
     policy, note = grant(task.network.most, allow_internet, package_cache)
     result.policy, result.notes = policy, [note] if note else []
+    needs = task.network
+    if needs.agent != needs.verifier:
+        result.features.append(f"per-phase network (agent {needs.agent}, verifier {needs.verifier})")
+    result.notes += image_notes(task)
     problems = []
     try:
         result.images = _images(task, resolve)

@@ -118,6 +118,7 @@ def validate(
     """Oracle passes, nop fails, oracle passes again: invalid instances are listed and excluded downstream."""
     from rich.table import Table
 
+    from rock.tables import print_table
     from rome.bench.runner import SANDBOX_KINDS, sandbox_provider
     from rome.data.validate import validate_taskset
 
@@ -134,7 +135,7 @@ def validate(
     for task_id, reasons in result.invalid.items():
         table.add_row(task_id, "; ".join(reasons))
     if result.invalid:
-        console.print(table)
+        print_table(console, table)
     console.print(
         f"{len(result.valid)} valid, {len(result.invalid)} invalid ({len(result.flaky)} flaky) of "
         f"{len(result.verdicts)}; verdicts in {tasks / 'validation.json'}, trials in {output}"
@@ -254,6 +255,7 @@ def filter_command(
 
     from rich.table import Table
 
+    from rock.tables import print_table
     from rome.data.collect import CollectError
     from rome.data.filter import HeuristicLimits, Judge, filter_file, replay_stage, report_path
     from rome.data.safety import DEFAULT_WORKSPACE
@@ -285,7 +287,7 @@ def filter_command(
     for row in report.stages:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(row.reasons.items())) or "-"
         table.add_row(row.stage, str(row.entered), str(row.kept), reasons)
-    console.print(table)
+    print_table(console, table)
     console.print(f"kept -> {out}; report -> {report_path(out, 'md')}")
 
 
