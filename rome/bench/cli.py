@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from rock.packages.mode import PackagesMode
 
 app = typer.Typer(help="ROME bench: terminal tasks graded by their own tests.", no_args_is_help=True)
 
@@ -26,6 +30,22 @@ ALLOW_INTERNET_HELP = (
     "Give tasks that ask for the internet a full (bridge) network; without it they get the package cache."
 )
 DEFAULT_TASKS = Path(__file__).resolve().parent.parent / "tasks" / "terminal-pro"
+
+
+class Packages(enum.StrEnum):
+    online = "online"
+    offline = "offline"
+
+
+PackagesOption = Annotated[
+    Packages | None,
+    typer.Option(
+        "--packages",
+        envvar="ALE_PACKAGES",
+        help="online|offline: the private fleet's package cache fetches from PyPI/Debian (online, the "
+        "default; offline when they cannot be reached) or serves only what is seeded (offline).",
+    ),
+]
 
 
 def _load(tasks_dir: Path, task_ids: list[str] | None):  # type: ignore[no-untyped-def]
@@ -176,6 +196,7 @@ def terminal_pro(
         ),
     ] = None,
     allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
+    packages: PackagesOption = None,
 ) -> None:
     """Run an agent over the tasks and write per-trial JSON, summary.json, report.md and charts."""
     from rich.console import Console
@@ -219,7 +240,11 @@ def terminal_pro(
     write_run_config(output, config)
     serving, agent_model = _serve_model(agent, model, output, console)
     progress = _Progress(len(suite.tasks) * n_attempts, "terminal-pro:")
-    with serving, progress.progress, sandbox_provider(sandbox, admin_url, allow_internet) as provider:
+    with (
+        serving,
+        progress.progress,
+        sandbox_provider(sandbox, admin_url, allow_internet, _mode(packages)) as provider,
+    ):
         trials = run_trials(
             run_tasks, agent, output, n_attempts, concurrency, agent_model, provider, on_trial=progress
         )
@@ -252,6 +277,7 @@ def validate(
         ),
     ] = None,
     allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
+    packages: PackagesOption = None,
 ) -> None:
     """Check every task: the oracle passes it and the nop agent fails it. Exits 1 when a task is broken,
     3 when none is but some cannot run here (an infra error: no image, no network, no verifier)."""
@@ -271,7 +297,7 @@ def validate(
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     output = output or Path("runs") / f"validate-{stamp}"
     progress = _Progress(2 * len(suite.tasks), "validate:")
-    with progress.progress, sandbox_provider(sandbox, admin_url, allow_internet) as provider:
+    with progress.progress, sandbox_provider(sandbox, admin_url, allow_internet, _mode(packages)) as provider:
         report = validate_tasks(suite.tasks, suite.errors, output, concurrency, provider, on_trial=progress)
     broken, cannot_run = _print_validation(console, report, tasks_dir, output)
     if broken or cannot_run:
@@ -323,6 +349,25 @@ def _print_validation(console, report, tasks_dir: Path, output: Path) -> tuple[i
     return broken, len(report.cannot_run)
 
 
+def _mode(packages: Packages | None) -> PackagesMode | None:
+    return None if packages is None else packages.value  # type: ignore[return-value]
+
+
+def _packages_mode(packages: Packages | None, console) -> str:  # type: ignore[no-untyped-def]
+    """online or offline as a fleet started now would run the cache (online needs the registries)."""
+    from rock.packages.cache import default_folder
+    from rock.packages.mode import choose, default_mode
+
+    try:
+        choice = choose(_mode(packages) or default_mode(), default_folder())
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    if choice.fallback:
+        console.print(choice.fallback, soft_wrap=True)
+    return "offline" if choice.offline else "online"
+
+
 @app.command()
 def check(
     tasks_dir: Annotated[Path, typer.Argument(help="Folder of tasks, or one task folder.")] = DEFAULT_TASKS,
@@ -332,6 +377,7 @@ def check(
     output: Annotated[
         Path | None, typer.Option(help="Also write the whole table, at its natural width, to this file.")
     ] = None,
+    packages: PackagesOption = None,
 ) -> None:
     """Before running: each task's layout, base images, network needs at build and test time, features,
     and whether it can run here under the current policy. Exits 1 when a task cannot run here."""
@@ -344,10 +390,12 @@ def check(
 
     suite = _load(tasks_dir, None)
     console = Console()
-    cache = seeded_cache()
+    cache, mode = seeded_cache(), _packages_mode(packages, console)
     resolve = image_resolver()
-    checks = [check_task(t, resolve, allow_internet, cache is not None) for t in suite.tasks]
-    table = Table(title=f"check of {tasks_dir} (package cache: {cache or 'none'})", show_lines=True)
+    checks = [
+        check_task(t, resolve, allow_internet, cache is not None or mode == "online") for t in suite.tasks
+    ]
+    table = Table(title=f"check of {tasks_dir} (package cache: {cache or 'none'}, {mode})", show_lines=True)
     for col in ("task", "layout", "images", "build needs", "test needs", "features", "policy", "here"):
         table.add_column(col)
     for c in checks:
