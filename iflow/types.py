@@ -30,6 +30,17 @@ PromptProfile = Literal["full", "compact", "shell"]
 TOOL_ERROR_PREFIX = "Error: "
 EXIT_CODE_PATTERN = re.compile(r"Exit code: (-?\d+)")
 REMINDER_OPEN = "<system-reminder>"
+
+
+def tool_result_failed(content: str | None) -> bool:
+    """Whether a tool result says its call failed, by iFlow's conventions: a failed call's result starts
+    with 'Error: '; a shell result ends with 'Exit code: N', N non-zero on failure; no result at all is a
+    call that never finished."""
+    if content is None or content.startswith(TOOL_ERROR_PREFIX):
+        return True
+    codes = EXIT_CODE_PATTERN.findall(content)
+    return bool(codes) and codes[-1] != "0"
+
 REMINDER_CLOSE = "</system-reminder>"
 
 

@@ -111,6 +111,13 @@ def panels(metrics: list[Record], evals: list[Record], env: Record) -> list[Pane
     out.append(
         held_out(played, len(env["eval_task_ids"])) if env.get("eval_task_ids") else eval_by_start(played)
     )
+    if env.get("out_of_family_task_ids"):
+        apart = [
+            {**row["out_of_family"], "label": row["label"]}
+            for row in played
+            if row.get("out_of_family", {}).get("episodes")
+        ]
+        out.append(held_out(apart, len(env["out_of_family_task_ids"]), "out-of-family"))
     failures = [s for key, label in FAILURES if (s := _series(metrics, key, label))]
     out.append(Panel("failed episodes per step", failures, legend=True))
     return out
@@ -143,8 +150,9 @@ def eval_by_start(played: list[Record]) -> Panel:
     return Panel("eval success by start point k", series, xlabel="evaluation", ticks=ticks, legend=True)
 
 
-def held_out(played: list[Record], tasks: int) -> Panel:
-    """Held-out success per evaluation (base, after SFT, after RL, ...), each bar marked won/played."""
+def held_out(played: list[Record], tasks: int, which: str = "held-out") -> Panel:
+    """Held-out success per evaluation (base, after SFT, after RL, ...), each bar marked won/played; `which`
+    names the set (the in-family held-out set, or the out-of-family one)."""
     positions = list(range(len(played)))
     success = [row["success"] for row in played]
     notes = [
@@ -152,8 +160,8 @@ def held_out(played: list[Record], tasks: int) -> Panel:
         for p, row in zip(positions, played, strict=True)
     ]
     return Panel(
-        f"held-out success ({tasks} tasks)",
-        [Series("held-out success", positions, success)] if played else [],
+        f"{which} success ({tasks} tasks)",
+        [Series(f"{which} success", positions, success)] if played else [],
         xlabel="evaluation",
         ticks=[row["label"] for row in played],
         bars=True,

@@ -44,9 +44,15 @@ def eval_line(record: dict[str, Any]) -> str:
         return f"eval {record['label']} (step {record['step']}): no episode finished ({failed} failed to run)"
     won = round(record["success"] * played)
     failed = f" · {record['failed']} failed to run" if record.get("failed") else ""
+    apart = ""
+    if other := record.get("out_of_family"):
+        apart = (
+            f" · out of family {_success(other)}" if other.get("episodes") else " · out of family: none ran"
+        )
     return (
         f"eval {record['label']} (step {record['step']}): success {record['success']:.0%} ({won}/{played}) · "
-        f"reward {record['reward']:+.3f} · {record['turns']:.1f} turns{failed} · {record['time_s']:.0f}s"
+        f"reward {record['reward']:+.3f} · {record['turns']:.1f} turns{failed}{apart} · "
+        f"{record['time_s']:.0f}s"
     )
 
 
@@ -56,10 +62,12 @@ def print_summary(
     """The eval table (base, after SFT, after RL, ...) with the eval settings, and the run's wall time."""
     ev = config.eval
     sampling = "greedy" if ev.sampling.temperature == 0 else f"temperature {ev.sampling.temperature:g}"
-    if isinstance(config.env, TerminalEnvConfig) and config.env.eval_task_ids:
+    if isinstance(config.env, TerminalEnvConfig) and config.env.held_out_task_ids:
+        apart = len(config.env.out_of_family_task_ids)
         what = (
-            f"{len(config.env.eval_task_ids)} held-out terminal tasks (never trained on), {ev.episodes} "
-            "episode(s) each from scratch"
+            f"{len(config.env.eval_task_ids)} held-out terminal tasks (new instances of the trained families)"
+            + (f" and {apart} out-of-family tasks (families never trained on)" if apart else "")
+            + f", {ev.episodes} episode(s) each from scratch"
         )
     elif isinstance(config.env, TerminalEnvConfig):
         what = (
@@ -80,7 +88,7 @@ def print_summary(
     if console.measure(table, options=console.options.update_width(UNBOUNDED)).maximum > console.width:
         table = summary_table(title, played, terminal, vertical=True)
     console.print(table)
-    if played and isinstance(config.env, TerminalEnvConfig) and not config.env.eval_task_ids:
+    if played and isinstance(config.env, TerminalEnvConfig) and not config.env.held_out_task_ids:
         from roll.rollout.terminal.report import start_point_table
 
         title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"
@@ -91,6 +99,13 @@ def print_summary(
     for before, after in itertools.pairwise(played):
         if line := paired_line(before, after):
             console.print(line)
+        if "out_of_family" in before and "out_of_family" in after:
+            pair = [
+                {**row["out_of_family"], "label": f"{row['label']} (out of family)"}
+                for row in (before, after)
+            ]
+            if line := paired_line(*pair):
+                console.print(line)
     if wall_s is not None:
         console.print(f"Wall time of this run: {wall_s / 60:.1f} min")
 
@@ -103,11 +118,13 @@ def _success(row: dict[str, Any]) -> str:
 
 
 # The summary's columns: header (a line break where it may wrap), the env kind it belongs to (None: every
-# kind; format errors are a GEM env's, agent timeouts and errors a terminal env's), and its cell.
+# kind; format errors are a GEM env's, agent timeouts and errors a terminal env's; the out-of-family held-out
+# set a terminal run's that has one), and its cell.
 SUMMARY_COLUMNS: list[tuple[str, str | None, Callable[[dict[str, Any]], str]]] = [
     ("eval", None, lambda row: row["label"]),
     ("step", None, lambda row: str(row["step"])),
     ("success", None, _success),
+    ("out of\nfamily", "out_of_family", lambda row: _success(row["out_of_family"])),
     ("reward", None, lambda row: f"{row['reward']:+.3f}"),
     ("format\nerrors", "gem", lambda row: f"{row['format_error_rate']:.0%}"),
     ("turns", None, lambda row: f"{row['turns']:.1f}"),
@@ -123,8 +140,10 @@ SUMMARY_COLUMNS: list[tuple[str, str | None, Callable[[dict[str, Any]], str]]] =
 def summary_table(title: str, evals: list[dict[str, Any]], terminal: bool, vertical: bool = False) -> Table:
     """A column per field and a row per evaluation; `vertical` (for a console too narrow for that): a
     block of field and value lines per evaluation."""
-    kind = "terminal" if terminal else "gem"
-    columns = [(header, cell) for header, only, cell in SUMMARY_COLUMNS if only in (None, kind)]
+    kinds = {None, "terminal" if terminal else "gem"}
+    if evals and all(row.get("out_of_family", {}).get("episodes") for row in evals):
+        kinds.add("out_of_family")
+    columns = [(header, cell) for header, only, cell in SUMMARY_COLUMNS if only in kinds]
     if vertical:
         table = Table(title=title, show_header=False)
         table.add_column(justify="left")

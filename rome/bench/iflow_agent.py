@@ -86,9 +86,10 @@ class IflowAgent:
         self.base_url, self.model = resolve_endpoint(model)
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.terminal_tasks.rock_sandbox import RockSandbox
+        from rock.sdk import Sandbox
 
-        if not isinstance(sandbox, RockSandbox):
+        # The trial hands agents a view of the sandbox; a ROCK one exposes its `rock` handle through it.
+        if not isinstance(getattr(sandbox, "rock", None), Sandbox):
             return AgentOutcome(error="the iflow agent runs its tools through ROCK: use --sandbox rock")
         recorder = _Recorder()
         # Settings come from an empty folder: the host's project memory and hooks must not leak in.

@@ -27,9 +27,10 @@ class CollectingAgent:
         self.tools: list[dict[str, Any]] = []
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.terminal_tasks.rock_sandbox import RockSandbox
+        from rock.sdk import Sandbox
 
-        if not isinstance(sandbox, RockSandbox):
+        # The trial hands agents a view of the sandbox; a ROCK one exposes its `rock` handle through it.
+        if not isinstance(getattr(sandbox, "rock", None), Sandbox):
             return AgentOutcome(
                 error="collection runs iFlow's tools through ROCK sandboxes: use --sandbox rock"
             )

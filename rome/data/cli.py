@@ -257,7 +257,14 @@ def filter_command(
 
     from rock.tables import print_table
     from rome.data.collect import CollectError
-    from rome.data.filter import HeuristicLimits, Judge, filter_file, replay_stage, report_path
+    from rome.data.filter import (
+        HeuristicLimits,
+        Judge,
+        ReplayCannotRun,
+        filter_file,
+        replay_stage,
+        report_path,
+    )
     from rome.data.safety import DEFAULT_WORKSPACE
 
     limits = HeuristicLimits(
@@ -279,7 +286,7 @@ def filter_command(
             stage = replay_stage(provider, concurrency)
         try:
             report = filter_file(source, out, limits, judge, stage, tuple(workspace or DEFAULT_WORKSPACE))
-        except _trajectory_errors() as error:
+        except (_trajectory_errors(), ReplayCannotRun) as error:
             raise fail(str(error)) from error
     table = Table(title=f"{report.total} trajectories in, {report.kept} kept")
     for col in ("stage", "in", "kept", "reasons"):

@@ -223,7 +223,10 @@ def filter_file(
     replay: Stage | None = None,
     workspace: tuple[str, ...] = DEFAULT_WORKSPACE,
 ) -> FilterReport:
-    """Filter `source` into `out`; the report goes to OUT.report.json and OUT.report.md."""
+    """Filter `source` into `out`; the report goes to OUT.report.json and OUT.report.md. The kept records'
+    assistant messages carry the `error` and `relevant` marks (what happened to each call), so readers of
+    `out` (SFT export, initialized resampling's experts) need not judge the tool results again."""
+    from rome.data.export import flag_messages
     from rome.data.taskset import write_atomic
     from rome.data.types import read_trajectories, write_trajectories
 
@@ -238,7 +241,9 @@ def filter_file(
     if replay is not None:
         stages.append(("replay", replay))
     kept, report = run_stages(records, stages, str(source))
-    write_trajectories(out, kept)
+    write_trajectories(
+        out, [record.model_copy(update={"messages": flag_messages(record)}) for record in kept]
+    )
     write_atomic(report_path(out, "json"), report.model_dump_json(indent=2) + "\n")
     write_atomic(report_path(out, "md"), report_markdown(report))
     return report
@@ -248,8 +253,14 @@ def report_path(out: Path, suffix: str) -> Path:
     return out.with_name(f"{out.name}.report.{suffix}")
 
 
+class ReplayCannotRun(RuntimeError):
+    """The replay could not be judged on this machine (an image did not build, a sandbox was lost): not the
+    trajectory's fault, so nothing is dropped or written; the message says what to check."""
+
+
 def replay_stage(provider: Any, concurrency: int = 2) -> Stage:
-    """Re-run each record's tool calls in a fresh sandbox of its task; None when the tests pass again."""
+    """Re-run each record's tool calls in a fresh sandbox of its task; None when the tests pass again. A
+    replay this machine could not run raises ReplayCannotRun instead of dropping the trajectory."""
 
     def stage(records: list[TrajectoryRecord]) -> dict[str, str | None]:
         from concurrent.futures import ThreadPoolExecutor
@@ -277,6 +288,14 @@ def replay_stage(provider: Any, concurrency: int = 2) -> Stage:
             )
             if trial.passed:
                 return record.id, None
+            if trial.verdict == "infra_error":
+                raise ReplayCannotRun(
+                    f"the replay of {record.id} could not run on this machine ({trial.cause}: "
+                    f"{trial.error or 'no detail'}); that is the machine, not the trajectory: check that "
+                    "Docker answers (`docker info`) and the task's image builds, then filter again"
+                )
+            if trial.verdict == "agent_error":
+                return record.id, f"replay: the replayed calls did not finish ({trial.error})"
             return (
                 record.id,
                 f"replay: tests fail after the replay ({trial.error or trial.verifier_output[-160:]})",

@@ -18,36 +18,71 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Literal
 
 from rock.runtime.home import ale_home
 from roll.rollout.terminal.config import TerminalDataConfig, TerminalEnvConfig
 from roll.rollout.terminal.data_stage import DataStageError, PreparedTerminalData
-from rome.data.families import KnobError, UnknownFamily, get_family
+from rome.data.families import Family, Instance, KnobError, UnknownFamily, get_family
 from rome.data.layout import digest, render
+from rome.data.novelty import NotEnoughNewInstances, SeenTasks, new_instances
 from rome.terminal_tasks.sandbox import SandboxProvider
 
-RECIPE_FORMAT = "rome-data-recipe/1"
+RECIPE_FORMAT = "rome-data-recipe/2"
 PREPARED = "prepared.json"
 COLLECT_MAX_TURNS = 30
 
 
-def planned_instances(data: TerminalDataConfig) -> dict[str, tuple[str, str]]:
-    """Task id -> (side, content digest) of every instance the stage makes; side is train or eval."""
-    planned: dict[str, tuple[str, str]] = {}
-    for name, knobs in data.families.items():
-        try:
-            family = get_family(name)
-            family.parse_knobs(dict(knobs))
-        except (UnknownFamily, KnobError) as error:
-            raise DataStageError(f"env.data.families: {error}") from error
-        sides = (
-            ("train", data.train_seed, data.train_per_family),
-            ("eval", data.eval_seed, data.eval_per_family),
-        )
-        for side, first, count in sides:
-            for seed in range(first, first + count):
-                instance = family.make(seed, dict(knobs))
-                planned[instance.task_id] = (side, digest(render(instance)))
+Side = Literal["train", "eval", "out-of-family"]
+
+
+def _family(name: str, knobs: dict[str, str | int | float | bool], key: str) -> Family:
+    try:
+        family = get_family(name)
+        family.parse_knobs(dict(knobs))
+    except (UnknownFamily, KnobError) as error:
+        raise DataStageError(f"env.data.{key}: {error}") from error
+    return family
+
+
+def planned_instances(data: TerminalDataConfig) -> dict[str, tuple[Side, str]]:
+    """Task id -> (side, content digest) of every instance the stage makes, in the order training and
+    evaluation play them: train instances seed by seed, family by family (group g plays task g mod N, so a
+    run of a few steps meets every family from its first steps), then the held-out ones likewise.
+
+    Held-out means new: a held-out candidate whose instruction or oracle commands repeat a train instance's
+    or an earlier held-out one's is skipped for the next seed."""
+    trained = {name: _family(name, knobs, "families") for name, knobs in data.families.items()}
+    apart = {name: _family(name, knobs, "out_of_family") for name, knobs in data.out_of_family.items()}
+    train: dict[str, Instance] = {}
+    for name, family in trained.items():
+        for seed in range(data.train_seed, data.train_seed + data.train_per_family):
+            instance = family.make(seed, dict(data.families[name]))
+            train[instance.task_id] = instance
+    seen = SeenTasks()
+    for instance in train.values():
+        seen.add(instance)
+    held_out: dict[Side, list[Instance]] = {"eval": [], "out-of-family": []}
+    for side, families, knobs_of, key in (
+        ("eval", trained, data.families, "families"),
+        ("out-of-family", apart, data.out_of_family, "out_of_family"),
+    ):
+        for name, family in families.items():
+            try:
+                held_out[side] += new_instances(
+                    lambda seed, f=family, k=knobs_of[name]: f.make(seed, dict(k)),  # type: ignore[misc]
+                    data.eval_seed,
+                    data.eval_per_family,
+                    seen,
+                    data.held_out_seed_span,
+                    f"env.data.{key}.{name}",
+                )
+            except NotEnoughNewInstances as error:
+                raise DataStageError(str(error)) from error
+    planned: dict[str, tuple[Side, str]] = {}
+    for side, instances in (("train", list(train.values())), *held_out.items()):
+        for instance in sorted(instances, key=lambda i: (i.seed, i.family)):
+            planned[instance.task_id] = (side, digest(render(instance)))  # type: ignore[assignment]
     return planned
 
 
@@ -55,18 +90,20 @@ def _key(identity: object) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def tasks_key(planned: dict[str, tuple[str, str]]) -> str:
+def tasks_key(planned: dict[str, tuple[Side, str]]) -> str:
     return _key({"format": RECIPE_FORMAT, "instances": sorted(f"{t}:{d}" for t, (_, d) in planned.items())})
 
 
-def dataset_key(env: TerminalEnvConfig, planned: dict[str, tuple[str, str]]) -> str:
+def dataset_key(env: TerminalEnvConfig, planned: dict[str, tuple[Side, str]]) -> str:
+    """The dataset folder's key. The instances are hashed in their planned order: that order is the order
+    training plays them, so a change to it makes a new folder instead of reusing a stale prepared.json."""
     assert env.data is not None
     return _key(
         {
             "format": RECIPE_FORMAT,
             "data": env.data.model_dump(mode="json", exclude={"concurrency"}),
             "prompt_profile": env.agent.prompt_profile,
-            "instances": sorted(f"{task_id}:{side}:{d}" for task_id, (side, d) in planned.items()),
+            "instances": [f"{task_id}:{side}:{d}" for task_id, (side, d) in planned.items()],
         }
     )
 
@@ -85,9 +122,10 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
     folder.mkdir(parents=True, exist_ok=True)
     say(f"data: making {len(planned)} instances and their SFT data in {folder}")
     tasks = datasets / f"tasks-{tasks_key(planned)}"
-    _generate(data, tasks)
+    _generate(data, tasks, planned)
     with _sandboxes(env) as provider:
-        train_ids, eval_ids = _validate(data, tasks, provider, planned, say)
+        sides = _validate(data, tasks, provider, planned, say)
+        train_ids, eval_ids = sides["train"], sides["eval"]
         if not train_ids:
             raise DataStageError(
                 f"no train instance of env.data is valid (see {tasks / 'validation.json'}); fix the "
@@ -102,10 +140,12 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
         tasks_dir=tasks,
         train_ids=train_ids,
         eval_ids=eval_ids,
+        out_of_family_ids=sides["out-of-family"],
         sft_path=sft,
         experts=kept,
         summary=[
-            f"data: {len(train_ids)} train and {len(eval_ids)} held-out instances, SFT data {sft}; "
+            f"data: {len(train_ids)} train, {len(eval_ids)} held-out and {len(sides['out-of-family'])} "
+            f"out-of-family instances, SFT data {sft}; "
             f"funnel in {report}"
         ],
     )
@@ -119,42 +159,57 @@ def _sandboxes(env: TerminalEnvConfig) -> AbstractContextManager[SandboxProvider
     return sandbox_provider("rock", env.rock.admin_url, packages=env.rock.packages)
 
 
-def _generate(data: TerminalDataConfig, tasks: Path) -> None:
-    from rome.data.taskset import generate
+def _generate(data: TerminalDataConfig, tasks: Path, planned: dict[str, tuple[Side, str]]) -> None:
+    from rome.data.taskset import generate_seeds
 
-    for name, knobs in data.families.items():
-        generate(name, data.train_per_family, data.train_seed, tasks, dict(knobs))
-        generate(name, data.eval_per_family, data.eval_seed, tasks, dict(knobs))
+    knobs = {**data.families, **data.out_of_family}
+    seeds: dict[str, list[int]] = {name: [] for name in knobs}
+    for task_id in planned:
+        name, seed = task_id.rsplit("-", 1)
+        seeds[name].append(int(seed))
+    for name, chosen in seeds.items():
+        generate_seeds(name, chosen, tasks, dict(knobs[name]))
 
 
 def _validate(
     data: TerminalDataConfig,
     tasks: Path,
     provider: SandboxProvider,
-    planned: dict[str, tuple[str, str]],
+    planned: dict[str, tuple[Side, str]],
     say: Callable[[str], None],
-) -> tuple[list[str], list[str]]:
+) -> dict[Side, list[str]]:
+    """The valid instances of each side, in planned order. Instances this machine could not judge (an infra
+    failure, not the task's fault) are never cached as verdicts: they stop the stage, and a rerun retries
+    them alone."""
     from rome.data.validate import read_validation, validate_taskset
 
     validation = read_validation(tasks)
-    if validation is None:
+    retry = sorted(validation.unjudged) if validation is not None else None
+    if validation is None or retry:
         started = time.monotonic()
         trials = tasks / ".trials" / "validate"
-        validation = validate_taskset(tasks, trials, provider, data.concurrency)
+        validation = validate_taskset(tasks, trials, provider, data.concurrency, only=retry)
         say(
-            f"data: validated {len(validation.verdicts)} instances in {time.monotonic() - started:.0f} s: "
-            f"{len(validation.valid)} valid (oracle passes twice, nop fails)"
+            f"data: validated {len(retry) if retry else len(validation.verdicts)} instances in "
+            f"{time.monotonic() - started:.0f} s: {len(validation.valid)} valid (oracle passes twice, nop "
+            "fails)"
+        )
+    if unjudged := validation.unjudged:
+        first, reasons = next(iter(unjudged.items()))
+        raise DataStageError(
+            f"{len(unjudged)} of {len(validation.verdicts)} instances could not be judged on this machine "
+            f"(first, {first}: {'; '.join(reasons)}); that is the machine, not the tasks: check that Docker "
+            "answers (`docker info`) and the task images build, then rerun (only those instances are "
+            "validated again)"
         )
     valid = set(validation.valid)
-    # Seed by seed, family by family: training plays task g mod N for group g, so a run of a few steps
-    # meets every family from its first steps instead of the alphabetically first ones only.
-    train = [t for t, (side, _) in planned.items() if side == "train" and t in valid]
-    held_out = [t for t, (side, _) in planned.items() if side == "eval" and t in valid]
-    train.sort(key=lambda t: (int(t.rsplit("-", 1)[1]), t))
-    held_out.sort(key=lambda t: (int(t.rsplit("-", 1)[1]), t))
     for task_id, reasons in sorted(validation.invalid.items()):
         say(f"data: {task_id} is invalid and left out: {'; '.join(reasons)}")
-    return train, held_out
+    sides: dict[Side, list[str]] = {"train": [], "eval": [], "out-of-family": []}
+    for task_id, (side, _) in planned.items():
+        if task_id in valid:
+            sides[side].append(task_id)
+    return sides
 
 
 def _collect(
@@ -194,14 +249,17 @@ def _filter(
     provider: SandboxProvider,
     say: Callable[[str], None],
 ) -> Path:
-    from rome.data.filter import filter_file, replay_stage
+    from rome.data.filter import ReplayCannotRun, filter_file, replay_stage
 
     out = folder / "kept.jsonl"
     if out.is_file():
         return out
     started = time.monotonic()
     stage = replay_stage(provider, data.concurrency) if data.replay else None
-    report = filter_file(collected, out, replay=stage)
+    try:
+        report = filter_file(collected, out, replay=stage)
+    except ReplayCannotRun as error:
+        raise DataStageError(str(error)) from error
     dropped = ", ".join(f"{row.stage} -{row.entered - row.kept}" for row in report.stages)
     say(
         f"data: kept {report.kept} of {report.total} trajectories ({dropped}) in "

@@ -25,9 +25,10 @@ class ReplayAgent:
         self.steps = tool_steps(messages)
 
     def run(self, sandbox: TrialSandbox, task: Task, timeout: float) -> AgentOutcome:
-        from rome.terminal_tasks.rock_sandbox import RockSandbox
+        from rock.sdk import Sandbox
 
-        if not isinstance(sandbox, RockSandbox):
+        # The trial hands agents a view of the sandbox; a ROCK one exposes its `rock` handle through it.
+        if not isinstance(getattr(sandbox, "rock", None), Sandbox):
             return AgentOutcome(error="replay runs iFlow's tools through ROCK sandboxes")
         executor = RockExecutor(sandbox.rock, workdir=sandbox.workdir)
         tools = {tool.name: tool for tool in all_tools()}

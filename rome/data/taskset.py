@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,13 @@ def generate(
     family_name: str, n: int, seed: int, out: Path, knobs: dict[str, Any] | None = None
 ) -> GenerateReport:
     """Instances with seeds `seed .. seed + n - 1` of one family into the task set `out` (made if needed)."""
+    return generate_seeds(family_name, range(seed, seed + n), out, knobs)
+
+
+def generate_seeds(
+    family_name: str, seeds: Iterable[int], out: Path, knobs: dict[str, Any] | None = None
+) -> GenerateReport:
+    """The instances with these seeds of one family into the task set `out` (made if needed)."""
     family = get_family(family_name)
     family.parse_knobs(knobs or {})  # a bad knob fails before anything is written
     out.mkdir(parents=True, exist_ok=True)
@@ -113,7 +121,7 @@ def generate(
         )
     report = GenerateReport()
     try:
-        for instance_seed in range(seed, seed + n):
+        for instance_seed in seeds:
             instance = family.make(instance_seed, knobs)
             files = render(instance)
             task_digest = digest(files)

@@ -22,9 +22,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from iflow.types import EXIT_CODE_PATTERN, PromptProfile
+from iflow.types import EXIT_CODE_PATTERN, PromptProfile, tool_result_failed
 from rock.proxy.sse import completion_events
-from rome.data.types import SHELL_TOOL, result_failed
+from rome.data.types import SHELL_TOOL
 
 START_TIMEOUT_S = 30.0
 FINAL_MESSAGE = "The task is done."
@@ -77,7 +77,7 @@ def plan(task_dir: Path, attempt: int, mistake_rate: float) -> list[Turn]:
 
 def _said(turn: Turn, previous_result: str | None) -> str:
     text = turn.text[:1].upper() + turn.text[1:]
-    if previous_result is not None and result_failed(previous_result):
+    if previous_result is not None and tool_result_failed(previous_result):
         codes = EXIT_CODE_PATTERN.findall(previous_result)
         why = f"exit code {codes[-1]}" if codes else "an error"
         return f"That failed ({why}). {text}." if turn.command else text

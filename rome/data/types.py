@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from iflow.types import EXIT_CODE_PATTERN, TOOL_ERROR_PREFIX
+from iflow.types import tool_result_failed
 
 FORMAT = "rome-trajectory/1"
 SHELL_TOOL = "run_shell_command"
@@ -82,16 +82,6 @@ class ToolStep(BaseModel):
         return command if isinstance(command, str) else None
 
 
-def result_failed(content: str | None) -> bool:
-    """iFlow's conventions: a failed tool result starts with 'Error: '; a shell result ends 'Exit code: N'."""
-    if content is None:
-        return True
-    if content.startswith(TOOL_ERROR_PREFIX):
-        return True
-    codes = EXIT_CODE_PATTERN.findall(content)
-    return bool(codes) and codes[-1] != "0"
-
-
 def tool_steps(messages: list[dict[str, Any]]) -> list[ToolStep]:
     results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
     steps: list[ToolStep] = []
@@ -114,7 +104,7 @@ def tool_steps(messages: list[dict[str, Any]]) -> list[ToolStep]:
                     arguments=arguments if isinstance(arguments, dict) else None,
                     raw_arguments=raw if isinstance(raw, str) else json.dumps(raw),
                     result=content,
-                    failed=result_failed(content),
+                    failed=tool_result_failed(content),
                 )
             )
     return steps

@@ -23,6 +23,11 @@ class Verdict(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     oracle_rewards: list[float] = Field(default_factory=list)
     nop_reward: float | None = None
+    judged: bool = Field(
+        True,
+        description="False when this machine could not judge the instance (no Docker, an image that did not "
+        "build, a lost sandbox): not a verdict on the task, and the next validation retries it.",
+    )
 
 
 class Validation(BaseModel):
@@ -30,11 +35,16 @@ class Validation(BaseModel):
 
     @property
     def valid(self) -> list[str]:
-        return sorted(k for k, v in self.verdicts.items() if v.valid)
+        return sorted(k for k, v in self.verdicts.items() if v.judged and v.valid)
 
     @property
     def invalid(self) -> dict[str, list[str]]:
-        return {k: v.reasons for k, v in sorted(self.verdicts.items()) if not v.valid}
+        return {k: v.reasons for k, v in sorted(self.verdicts.items()) if v.judged and not v.valid}
+
+    @property
+    def unjudged(self) -> dict[str, list[str]]:
+        """Instances this machine could not judge, with why: they need another validation, not new knobs."""
+        return {k: v.reasons for k, v in sorted(self.verdicts.items()) if not v.judged}
 
     @property
     def flaky(self) -> list[str]:
@@ -47,10 +57,12 @@ def validate_taskset(
     provider: SandboxProvider,
     concurrency: int = 2,
     on_trial: ProgressHook | None = None,
+    only: list[str] | None = None,
 ) -> Validation:
-    """Validate every instance of the task set `root` (trials under `output`) and write validation.json."""
+    """Validate the instances of the task set `root` (all, or `only` these, keeping the verdicts already in
+    validation.json for the others), trials under `output`, and write validation.json."""
     manifest = read_manifest(root)
-    suite = load_tasks(root)
+    suite = load_tasks(root, only)
     report = validate_tasks(suite.tasks, suite.errors, output, concurrency, provider, on_trial=on_trial)
     again = {
         t.task_id: t
@@ -64,9 +76,14 @@ def validate_taskset(
             on_trial=on_trial,
         )
     }
-    verdicts: dict[str, Verdict] = {}
+    previous = read_validation(root) if only is not None else None
+    verdicts: dict[str, Verdict] = dict(previous.verdicts) if previous is not None else {}
     for row in report.rows:
         second = again[row.task_id]
+        if row.cannot_run is not None or second.verdict == "infra_error":
+            why = row.problem if row.cannot_run is not None else f"cannot run here, because {second.error}"
+            verdicts[row.task_id] = Verdict(task_id=row.task_id, valid=False, reasons=[why], judged=False)
+            continue
         reasons = [row.problem] if not row.ok else []
         first_passed = row.oracle_reward >= 1.0 and row.oracle_error is None
         if first_passed != second.passed:

@@ -29,8 +29,17 @@ def test_tasks_are_either_named_or_generated() -> None:
 
 
 def test_held_out_seeds_may_not_overlap_the_train_seeds() -> None:
-    with pytest.raises(ValidationError, match=r"train seeds 0\.\.9 and eval seeds 5\.\.6 overlap"):
+    # Held-out candidates that repeat a train instance are skipped, so 2 held-out instances may draw on 100 seeds.
+    with pytest.raises(
+        ValidationError, match=r"train seeds 0\.\.9 and the held-out candidates' seeds 5\.\.104"
+    ):
         TerminalDataConfig(families={"numeric": {}}, train_per_family=10, eval_per_family=2, eval_seed=5)
+    with pytest.raises(
+        ValidationError, match=r"train seeds 100\.\.109 and the held-out candidates' seeds 10\.\.109"
+    ):
+        TerminalDataConfig(
+            families={"numeric": {}}, train_seed=100, train_per_family=10, eval_per_family=2, eval_seed=10
+        )
     TerminalDataConfig(families={"numeric": {}}, train_per_family=10, eval_per_family=2, eval_seed=10)
 
 

@@ -228,6 +228,20 @@ def test_recorded_experts_take_each_tasks_shortest_clean_success(tmp_path: Path)
     )
 
 
+def test_an_expert_is_judged_by_its_tool_results_not_only_by_error_marks(tmp_path: Path) -> None:
+    # As iflow records it: no `error` mark anywhere, but the first call's shell result says it failed.
+    mistaken = json.loads(
+        trajectory_record(TASK, True, ("Mean.", "python3 -c 'import numpy'", False), ("Done.", None, False))
+    )
+    mistaken["messages"][2]["content"] = "ModuleNotFoundError: No module named 'numpy'\n\nExit code: 1"
+    clean = trajectory_record("other", True, ("Count.", "wc -l a", False), ("Done.", None, False))
+    unanswered = json.loads(trajectory_record("third", True, ("Look.", "ls", False), ("Done.", None, False)))
+    unanswered["messages"] = [m for m in unanswered["messages"] if m["role"] != "tool"]
+    path = tmp_path / "kept.jsonl"
+    path.write_text("\n".join([json.dumps(mistaken), clean, json.dumps(unanswered)]) + "\n")
+    assert recorded_experts(path) == {"other": [ExpertStep("wc -l a", "Count."), ExpertStep(None, "Done.")]}
+
+
 def test_a_broken_experts_file_says_which_line(tmp_path: Path) -> None:
     path = tmp_path / "kept.jsonl"
     path.write_text(trajectory_record(TASK, True, ("Done.", None, False)) + '\n{"task_id": "x"}\n')

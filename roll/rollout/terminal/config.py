@@ -89,6 +89,11 @@ class ResamplingConfig(StrictConfig):
     crucial_fork_gap: float = Field(0.5, gt=0, le=1, description="Success jump that marks a crucial fork.")
 
 
+# Held-out candidates tried per held-out instance asked for, before the data stage says the family cannot give
+# enough new ones.
+HELD_OUT_SEEDS_PER_INSTANCE = 50
+
+
 class TerminalDataConfig(StrictConfig):
     """The run makes its own tasks and SFT data (the ROME data pipeline, `rome data`): it generates instances
     of task families, validates them (oracle passes, nop fails, twice), collects oracle-teacher trajectories
@@ -105,8 +110,19 @@ class TerminalDataConfig(StrictConfig):
     eval_per_family: int = Field(
         16, ge=1, description="Held-out instances per family (seeds from eval_seed), never trained on."
     )
-    train_seed: int = Field(0, ge=0)
-    eval_seed: int = Field(100_000, ge=0)
+    out_of_family: dict[str, dict[str, str | int | float | bool]] = Field(
+        default_factory=dict,
+        description="Families the run never trains on, evaluated apart as an out-of-family held-out set "
+        "(eval_per_family instances each), e.g. {line-filter: {level: 1}} beside text-search: a family whose "
+        "skills the trained families teach, in a combination they never ask for.",
+    )
+    train_seed: int = Field(0, ge=0, description="Seed of each family's first train instance.")
+    eval_seed: int = Field(
+        100_000,
+        ge=0,
+        description="Seed of each family's first held-out candidate; a candidate whose instruction or oracle "
+        "commands repeat a train instance's (or an earlier held-out one's) is skipped for the next seed.",
+    )
     attempts: int = Field(2, ge=1, description="Oracle-teacher attempts per train instance.")
     mistake_rate: float = Field(
         0.3, ge=0, le=1, description="Share of attempts with a failed-then-fixed step (error-masked in SFT)."
@@ -115,14 +131,30 @@ class TerminalDataConfig(StrictConfig):
     sft_stage: Literal[1, 2] = Field(1, description="1: every kept trajectory; 2: verified, shortest only.")
     concurrency: int = Field(4, ge=1, description="Sandboxes at once while validating and collecting.")
 
+    @property
+    def held_out_seed_span(self) -> int:
+        """Seeds from eval_seed that the held-out instances may come from: candidates that repeat a train
+        instance are skipped, so it reaches past eval_per_family."""
+        return self.eval_per_family * HELD_OUT_SEEDS_PER_INSTANCE
+
+    @model_validator(mode="after")
+    def _out_of_family_is_not_trained(self) -> TerminalDataConfig:
+        if shared := sorted(set(self.families) & set(self.out_of_family)):
+            raise ValueError(
+                f"env.data.out_of_family must name families the run does not train on, but "
+                f"{', '.join(shared)} is also in env.data.families"
+            )
+        return self
+
     @model_validator(mode="after")
     def _eval_seeds_never_trained(self) -> TerminalDataConfig:
         train = range(self.train_seed, self.train_seed + self.train_per_family)
-        held_out = range(self.eval_seed, self.eval_seed + self.eval_per_family)
+        held_out = range(self.eval_seed, self.eval_seed + self.held_out_seed_span)
         if train.start < held_out.stop and held_out.start < train.stop:
             raise ValueError(
-                f"env.data: train seeds {train.start}..{train.stop - 1} and eval seeds "
-                f"{held_out.start}..{held_out.stop - 1} overlap; move eval_seed past the train seeds"
+                f"env.data: train seeds {train.start}..{train.stop - 1} and the held-out candidates' seeds "
+                f"{held_out.start}..{held_out.stop - 1} ({HELD_OUT_SEEDS_PER_INSTANCE} per held-out instance) "
+                "overlap; move eval_seed past the train seeds"
             )
         return self
 
@@ -144,10 +176,15 @@ class TerminalEnvConfig(StrictConfig):
         "scratch (k = 0), eval.episodes times, and compares evaluations task by task (sign test). Empty: "
         "the evaluation plays every start point k of task_ids instead.",
     )
+    out_of_family_task_ids: list[str] = Field(
+        default_factory=list,
+        description="A second held-out set under tasks_dir, of families the run never trains on: played and "
+        "reported like eval_task_ids, apart from them.",
+    )
     data: TerminalDataConfig | None = Field(
         None,
         description="Generate the tasks and SFT data instead of naming them: fills tasks_dir, task_ids, "
-        "eval_task_ids and warm_start's SFT data.",
+        "eval_task_ids, out_of_family_task_ids and warm_start's SFT data.",
     )
     experts: Path | None = Field(
         None,
@@ -168,16 +205,31 @@ class TerminalEnvConfig(StrictConfig):
             raise ValueError(
                 "env.task_ids is empty: name the tasks to train on, or set env.data to generate them"
             )
-        if self.data is not None and (self.task_ids or self.eval_task_ids):
+        if self.data is not None and (self.task_ids or self.eval_task_ids or self.out_of_family_task_ids):
             raise ValueError(
-                "env.data generates the tasks, so env.task_ids and env.eval_task_ids must be left out"
+                "env.data generates the tasks, so env.task_ids, env.eval_task_ids and "
+                "env.out_of_family_task_ids must be left out"
             )
         return self
 
     @model_validator(mode="after")
     def _held_out_means_never_trained(self) -> TerminalEnvConfig:
-        if shared := sorted(set(self.task_ids) & set(self.eval_task_ids)):
+        for name, held_out in (
+            ("eval_task_ids", self.eval_task_ids),
+            ("out_of_family_task_ids", self.out_of_family_task_ids),
+        ):
+            if shared := sorted(set(self.task_ids) & set(held_out)):
+                raise ValueError(
+                    f"env.{name} must be held out from env.task_ids, but both name {', '.join(shared)}"
+                )
+        if shared := sorted(set(self.eval_task_ids) & set(self.out_of_family_task_ids)):
             raise ValueError(
-                f"env.eval_task_ids must be held out from env.task_ids, but both name {', '.join(shared)}"
+                "env.eval_task_ids and env.out_of_family_task_ids are two held-out sets and must not share "
+                f"tasks, but both name {', '.join(shared)}"
             )
         return self
+
+    @property
+    def held_out_task_ids(self) -> list[str]:
+        """Every held-out task, in-family first: the order evaluation plays them in."""
+        return [*self.eval_task_ids, *self.out_of_family_task_ids]

@@ -25,7 +25,12 @@ class PreparedTerminalData(StrictConfig):
     folder: Path = Field(description="The content-addressed dataset folder (funnel report inside).")
     tasks_dir: Path
     train_ids: list[str] = Field(min_length=1)
-    eval_ids: list[str]
+    eval_ids: list[str] = Field(
+        description="In-family held-out instances: new instances of the trained families."
+    )
+    out_of_family_ids: list[str] = Field(
+        default_factory=list, description="Held-out instances of the families the run never trains on."
+    )
     sft_path: Path
     experts: Path | None = Field(
         None, description="The kept trajectories (JSONL): train tasks' experts for initialized resampling."

@@ -27,12 +27,28 @@ def eval_tasks(expert_lengths: dict[str, int], episodes: int) -> list[EpisodeTas
 
 
 def held_out_tasks(task_ids: list[str], episodes: int) -> list[EpisodeTask]:
-    """`episodes` episodes of every held-out task from scratch (the seed: its index in env.eval_task_ids)."""
+    """`episodes` episodes of every held-out task from scratch (the seed: its index in `task_ids`)."""
     return [
         EpisodeTask(f"eval-{task_id}", seed=index, index=repeat, start=0)
         for index, task_id in enumerate(task_ids)
         for repeat in range(episodes)
     ]
+
+
+def held_out_sets(
+    tasks: list[EpisodeTask], results: list[Trajectory | None], out_of_family: set[str]
+) -> dict[str, tuple[list[Trajectory], int]]:
+    """The held-out results apart by set: "in_family" (new instances of the trained families) and, when the
+    run has any, "out_of_family" (families it never trains on): each set's played episodes and how many
+    failed to run. A task's id is its episode name after `eval-`."""
+    sets: dict[str, tuple[list[Trajectory], int]] = {"in_family": ([], 0)}
+    if out_of_family:
+        sets["out_of_family"] = ([], 0)
+    for task, result in zip(tasks, results, strict=True):
+        name = "out_of_family" if task.name.removeprefix("eval-") in out_of_family else "in_family"
+        played, failed = sets[name]
+        sets[name] = ([*played, result], failed) if result is not None else (played, failed + 1)
+    return sets
 
 
 def episode_key(trajectory: Trajectory, episodes: int) -> str:

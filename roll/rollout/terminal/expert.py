@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iflow.types import tool_result_failed
 from rome.terminal_tasks.task import Task
 
 SHELL_TOOL = "run_shell_command"
@@ -84,6 +85,22 @@ def oracle_expert(task: Task) -> list[ExpertStep]:
     return [*steps, ExpertStep(command=None, content=FINAL_MESSAGE)]
 
 
+def has_failed_call(messages: list[dict[str, Any]]) -> bool:
+    """Whether any tool call of a recorded episode failed: its result says so (iFlow's conventions), it has
+    no result, or its assistant turn carries an `error` mark."""
+    results = {m.get("tool_call_id"): m.get("content") for m in messages if m.get("role") == "tool"}
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        if message.get("error"):
+            return True
+        for call in message.get("tool_calls") or []:
+            result = results.get(call.get("id"))
+            if tool_result_failed(result if isinstance(result, str) else None):
+                return True
+    return False
+
+
 def expert_from_messages(messages: list[dict[str, Any]]) -> list[ExpertStep]:
     """The steps of a recorded episode: one per assistant shell call (the first call of a message keeps the
     message's text), then the final answer."""
@@ -107,8 +124,9 @@ class RecordedExpertsError(ValueError):
 
 def recorded_experts(path: Path) -> dict[str, list[ExpertStep]]:
     """Per task, the steps of its shortest successful trajectory in `path` (JSONL of rome trajectory records:
-    task_id, messages, verifier). Trajectories that failed their tests, or hold a turn marked as an error (a
-    mistake the teacher then fixed), are passed over: an expert's every step must be worth imitating."""
+    task_id, messages, verifier). Trajectories that failed their tests, or hold a call that failed (judged by
+    what happened: its tool result's exit code or error, or the turn's `error` mark), are passed over: an
+    expert's every step must be worth imitating."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:
@@ -125,7 +143,7 @@ def recorded_experts(path: Path) -> dict[str, list[ExpertStep]]:
             task_id, messages = record["task_id"], record["messages"]
             passed = bool((record.get("verifier") or {}).get("passed"))
             steps = expert_from_messages(messages)
-            mistaken = any(m.get("role") == "assistant" and m.get("error") for m in messages)
+            mistaken = has_failed_call(messages)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise RecordedExpertsError(
                 f"env.experts: {path} line {number} is not a trajectory record with task_id and messages "

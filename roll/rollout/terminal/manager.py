@@ -63,7 +63,7 @@ class TerminalEnvManager:
         fallback of its group (None otherwise). Infrastructure failures raise EpisodeError."""
         started = time.perf_counter()
         training = task.start is None
-        # Evaluation episodes of held-out tasks name them by their index in env.eval_task_ids.
+        # Evaluation episodes of held-out tasks name them by their index in env.held_out_task_ids.
         tasks = self.held_out if not training and self.held_out else self.tasks
         terminal_task = tasks[task.seed % len(tasks)]
         if training:

@@ -12,11 +12,12 @@ class TerminalTasksError(RuntimeError):
 
 
 def load_terminal_tasks(config: TerminalEnvConfig, held_out: bool = False) -> list[Task]:
-    """env.task_ids in order (train group g plays task g mod N), or with `held_out` env.eval_task_ids; every
+    """env.task_ids in order (train group g plays task g mod N), or with `held_out` every held-out task (in
+    family, then out of family: env.held_out_task_ids); every
     one must load and have an oracle solution (the expert trajectory of initialized resampling and of the
     evaluation's start points)."""
     tasks = []
-    for task_id in config.eval_task_ids if held_out else config.task_ids:
+    for task_id in config.held_out_task_ids if held_out else config.task_ids:
         loaded = load_task(config.tasks_dir / task_id)
         if not isinstance(loaded, Task):
             raise TerminalTasksError(

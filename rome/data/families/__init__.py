@@ -8,12 +8,22 @@ from rome.data.families.csv_rollup import CsvRollup
 from rome.data.families.file_ops import FileOps
 from rome.data.families.fix_bug import FixBug
 from rome.data.families.hazard import Hazard
+from rome.data.families.line_filter import LineFilter
 from rome.data.families.numeric import Numeric
 from rome.data.families.text_search import TextSearch
 
 FAMILIES: dict[str, Family] = {
     family.name: family
-    for family in (TextSearch(), CsvRollup(), FileOps(), FixBug(), AuthAudit(), Numeric(), Hazard())
+    for family in (
+        TextSearch(),
+        CsvRollup(),
+        FileOps(),
+        FixBug(),
+        AuthAudit(),
+        Numeric(),
+        Hazard(),
+        LineFilter(),
+    )
 }
 
 __all__ = ["FAMILIES", "Family", "Instance", "KnobError", "Mistake", "Step", "UnknownFamily", "get_family"]
