@@ -27,7 +27,7 @@ from roll.progress import StepProgress, print_plain
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.gem_env import check_env
 from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.evaluation import eval_fields, eval_tasks, held_out_tasks
+from roll.rollout.terminal.evaluation import eval_fields, eval_tasks, held_out_sets, held_out_tasks
 from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
 
 def with_prepared_data(config: TrainConfig, console: Console) -> TrainConfig:
     """A terminal run with env.data first makes (or finds cached) its tasks and SFT data; the returned config
-    names them: tasks_dir, task_ids, eval_task_ids, experts, and the SFT data of warm_start."""
+    names them: tasks_dir, task_ids, the held-out sets, experts, and the SFT data of warm_start."""
     if not isinstance(config.env, TerminalEnvConfig) or config.env.data is None:
         return config
     from roll.rollout.terminal.data_stage import prepare_terminal_data
@@ -137,6 +137,7 @@ def with_prepared_data(config: TrainConfig, console: Console) -> TrainConfig:
             "tasks_dir": prepared.tasks_dir,
             "task_ids": prepared.train_ids,
             "eval_task_ids": prepared.eval_ids,
+            "out_of_family_task_ids": prepared.out_of_family_ids,
             "experts": prepared.experts,
         }
     )
@@ -182,8 +183,8 @@ def evaluate(
     so two evaluations compare pairwise (the summary's sign test). `model` names the weights the engines
     hold when they are not the run's own. Logged to eval.jsonl and shown as one line."""
     env = config.env
-    if isinstance(env, TerminalEnvConfig) and env.eval_task_ids:
-        tasks = held_out_tasks(env.eval_task_ids, config.eval.episodes)
+    if isinstance(env, TerminalEnvConfig) and env.held_out_task_ids:
+        tasks = held_out_tasks(env.held_out_task_ids, config.eval.episodes)
     elif cluster.terminal is not None:
         tasks = eval_tasks(cluster.terminal.oracle_lengths, config.eval.episodes)
     else:
@@ -194,8 +195,24 @@ def evaluate(
     started = time.perf_counter()
     results = cluster.evaluate(tasks, config.eval.sampling)
     played = [t for t in results if t is not None]
+    failed = len(results) - len(played)
+    apart: dict[str, Any] = {}
     if isinstance(env, TerminalEnvConfig):
+        # In-family held-out results are the record's own fields; the out-of-family set is kept apart.
+        sets = held_out_sets(tasks, results, set(env.out_of_family_task_ids))
+        played, failed = sets["in_family"]
         outcomes = eval_fields(played, config.eval.episodes, env.resampling.crucial_fork_gap)
+        if "out_of_family" in sets:
+            other, other_failed = sets["out_of_family"]
+            fields = eval_fields(other, config.eval.episodes, env.resampling.crucial_fork_gap)
+            apart = {
+                "out_of_family": {
+                    **episode_metrics(other),
+                    "failed": other_failed,
+                    "won_seeds": fields["won_seeds"],
+                    "seed_rewards": fields["seed_rewards"],
+                }
+            }
     else:
         outcomes = {
             "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
@@ -206,8 +223,9 @@ def evaluate(
         "label": label,
         **({"model": model} if model else {}),
         **episode_metrics(played),
-        "failed": len(results) - len(played),
+        "failed": failed,
         **outcomes,
+        **apart,
         "time_s": time.perf_counter() - started,
     }
     log.log_eval(record)
