@@ -7,6 +7,9 @@ import pytest
 
 # Before any test imports torch: OpenMP's busy-waiting threads starve each other on a small shared machine.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Private fleets serve the seeded package cache offline in tests: nothing leaves the machine, and fleets
+# side by side never wait for one online writer (users get online by default: rock.packages.mode).
+os.environ.setdefault("ALE_PACKAGES", "offline")
 
 
 @pytest.fixture(scope="session")
