@@ -35,12 +35,23 @@ def parse_knobs(pairs: list[str] | None) -> dict[str, object]:
 
 
 @app.command()
-def families() -> None:
-    """List the task families: name, domain, knobs (one per line)."""
+def families(
+    seeds: Annotated[
+        int, typer.Option(min=1, help="Seeds per level to count distinct instructions over.")
+    ] = 1000,
+) -> None:
+    """List the task families, one per line: name, domain, distinct instructions per level (L1=N: how many
+    different prompts seeds 0..SEEDS-1 make at level 1; held-out instances are drawn only from prompts no
+    train instance has), and knobs."""
     from rome.data.families import FAMILIES
+    from rome.data.families.base import LEVELS
+    from rome.data.novelty import distinct_instructions
 
     for family in FAMILIES.values():
-        typer.echo(f"{family.name}\t{family.domain}\t{family.knob_help()}")
+        counts = " ".join(
+            f"L{level}={distinct_instructions(family, {'level': level}, range(seeds))}" for level in LEVELS
+        )
+        typer.echo(f"{family.name}\t{family.domain}\t{counts} (of {seeds} seeds)\t{family.knob_help()}")
 
 
 @app.command()
