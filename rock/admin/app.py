@@ -17,6 +17,7 @@ from starlette.background import BackgroundTask
 from rock.admin import responses as R
 from rock.admin.config import KeyPolicy
 from rock.admin.service import Admin
+from rock.admin.ui import install_fleet_page
 from rock.envs.gem_image import GemImageError, gem_context_folder
 from rock.envs.hub import EnvCaller, EnvHub
 from rock.envs.routes import env_router, install_env_errors
@@ -93,6 +94,7 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
     app = FastAPI(title="ROCK admin", lifespan=lifespan)
     app.state.admin = admin
     install_error_handlers(app)
+    install_fleet_page(app, admin, caller)  # /ui: read-only, its data behind the API's own keys
     if hub is not None:
         app.include_router(env_router(hub, env_caller))
         install_env_errors(app)

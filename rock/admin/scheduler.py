@@ -162,6 +162,10 @@ class Scheduler:
     def waiting(self) -> int:
         return len(self._waiters)
 
+    def queue(self) -> list[tuple[str, str, Demand]]:
+        """The creates waiting for room, first in line first: (sandbox id, owner, demand)."""
+        return [(waiter.sandbox_id, waiter.owner, waiter.demand) for waiter in self._waiters]
+
     def usage(self, owner: str) -> tuple[int, float, int]:
         """(sandboxes, cpus, memory bytes) that `owner` holds or waits for."""
         total = self._by_owner.get(owner, _NOTHING)
