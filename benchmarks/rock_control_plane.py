@@ -70,8 +70,11 @@ import psutil
 from rock.fleet import LocalFleet, short_tmp
 from rock.images import resolve_image
 from rock.local_postgres import LocalPostgres
+from rock.serving import STACKS, server_stack
 
 ROCK_PUBLISHED_P50_AT_16K = 40.0
+ROCK_PUBLISHED = {1000: (4.93, 8.69), 4000: (7.05, 13.34), 8000: (17.86, 32.03), 16000: (39.98, 60.11)}
+"""ROCK's own sandbox create benchmark (its docs, v1.11, its cluster, real containers): N -> (P50, P99) s."""
 CLIENT_POOL = 50
 """Connections per httpx pool of the client."""
 PROBE_INTERVAL = 0.5
@@ -112,10 +115,13 @@ def measure_docker(samples: int) -> dict[str, list[float]]:
 Answers = list[tuple[float, str | None, str]]
 
 
-async def burst(url: str, count: int, connections: int) -> tuple[Answers, list[float]]:
-    """Submit `count` creates at once: (seconds to answer, sandbox id or None, outcome) each, and the seconds
-    the admin took to answer `/health` every PROBE_INTERVAL meanwhile (a request with no work of its own waits
-    in the admin's event loop as a heartbeat does)."""
+async def burst(
+    url: str, count: int, connections: int, group: int
+) -> tuple[Answers, tuple[list[float], list[float]]]:
+    """Submit `count` creates at once (as group creates of `group` when it is over 1): (seconds to answer,
+    sandbox id or None, outcome) each, and the seconds the admin took to answer `/health` every PROBE_INTERVAL
+    meanwhile, on its main port (a request with no work of its own waits in the main event loop) and on its
+    control listener (where heartbeats go: rock.admin.control)."""
     # httpx's pool rescans every connection it holds and every request queued in it on each change: with
     # 1,000 connections in one pool, or thousands queued, that starved the client's CPU. So the connections
     # are spread over pools of CLIENT_POOL, and the requests beyond them wait on a semaphore per pool.
@@ -130,38 +136,58 @@ async def burst(url: str, count: int, connections: int) -> tuple[Answers, list[f
         for size in _split(connections, CLIENT_POOL)
     ]
 
-    async def one(http: httpx.AsyncClient, gate: asyncio.Semaphore) -> tuple[float, str | None, str]:
+    async def one(http: httpx.AsyncClient, gate: asyncio.Semaphore) -> Answers:
+        """One create request (a group of `group` when group > 1): an answer per sandbox asked for."""
         began = time.monotonic()
+        size = max(group, 1)
         try:
             async with gate:
-                response = await http.post(f"{url}/v1/sandboxes", json=SPEC)
+                if group > 1:
+                    response = await http.post(f"{url}/v1/sandbox-groups", json={**SPEC, "count": group})
+                else:
+                    response = await http.post(f"{url}/v1/sandboxes", json=SPEC)
         except httpx.HTTPError as exc:
-            return time.monotonic() - began, None, type(exc).__name__
+            return [(time.monotonic() - began, None, type(exc).__name__)] * size
         elapsed = time.monotonic() - began
         if response.status_code != 201:
-            return elapsed, None, f"HTTP {response.status_code}"
-        return elapsed, response.json()["id"], "ok"
+            return [(elapsed, None, f"HTTP {response.status_code}")] * size
+        if group <= 1:
+            return [(elapsed, response.json()["id"], "ok")]
+        return [
+            (elapsed, m["id"], "ok") if m["sandbox"] else (elapsed, None, m["error"]["type"])
+            for m in response.json()["members"]
+        ]
 
-    async def probe(done: asyncio.Event) -> list[float]:
+    async def probe(health_url: str, done: asyncio.Event) -> list[float]:
         waits = []
         async with httpx.AsyncClient(timeout=httpx.Timeout(900.0)) as http:
             while not done.is_set():
                 began = time.monotonic()
-                (await http.get(f"{url}/health")).raise_for_status()
+                (await http.get(health_url)).raise_for_status()
                 waits.append(time.monotonic() - began)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(done.wait(), PROBE_INTERVAL)
         return waits
 
+    control_port = httpx.get(f"{url}/health", timeout=30).json()["control_port"]
     done = asyncio.Event()
-    probing = asyncio.create_task(probe(done))
+    probes = [
+        asyncio.create_task(probe(f"{url}/health", done)),
+        asyncio.create_task(probe(f"http://127.0.0.1:{control_port}/health", done)),
+    ]
+    requests = -(-count // max(group, 1))
     try:
-        answers = list(await asyncio.gather(*(one(*pools[i % len(pools)]) for i in range(count))))
+        answers = [
+            a
+            for answered in await asyncio.gather(*(one(*pools[i % len(pools)]) for i in range(requests)))
+            for a in answered
+        ]
     finally:
         done.set()
         for http, _ in pools:
             await http.aclose()
-    return answers, await probing
+    main_waits, control_waits = await asyncio.gather(*probes)
+    return answers, (main_waits, control_waits)
 
 
 def _split(total: int, size: int) -> list[int]:
@@ -233,9 +259,10 @@ def cpu_seconds(parts: dict[str, list[int]]) -> dict[str, float]:
 
 
 def report(
+    label: str,
     count: int,
     answers: Answers,
-    health: list[float],
+    health: tuple[list[float], list[float]],
     wall: float,
     simulated: dict[str, float],
     cpu: dict[str, float],
@@ -258,18 +285,25 @@ def report(
         "e2e_p99": percentile(e2e, 99),
         "control_plane_p50": percentile(control, 50),
         "control_plane_p99": percentile(control, 99),
-        "health_p50": percentile(health, 50),
-        "health_max": max(health, default=float("nan")),
+        "health_p50": percentile(health[0], 50),
+        "health_max": max(health[0], default=float("nan")),
+        "control_health_p50": percentile(health[1], 50),
+        "control_health_max": max(health[1], default=float("nan")),
+        "admin_cpu_ms_per_create": 1000 * cpu.get("admin", 0.0) / max(len(answers), 1),
         "cpu_s": cpu,
         "cores": os.cpu_count(),
         "load_avg_1m": os.getloadavg()[0],
     }
-    results[str(count)] = row
+    results[label] = row
+    rock = ROCK_PUBLISHED.get(count) if label == str(count) else None
     print(
-        f"{count:>6} sandboxes: {len(ok)} ok in {wall:.0f} s, {row['decisions_per_s']:.0f} decisions/s, end "
+        f"{label:>8}: {len(ok)} of {count} ok in {wall:.0f} s, {row['decisions_per_s']:.0f} decisions/s, end "
         f"to end P50 {row['e2e_p50']:.2f} s P99 {row['e2e_p99']:.2f} s, control plane P50 "
-        f"{row['control_plane_p50']:.2f} s P99 {row['control_plane_p99']:.2f} s, failures {failures}; "
-        f"meanwhile /health answered in P50 {row['health_p50']:.2f} s, at most {row['health_max']:.2f} s",
+        f"{row['control_plane_p50']:.2f} s P99 {row['control_plane_p99']:.2f} s, failures {failures}"
+        + (f" (ROCK's report: P50 {rock[0]:.2f} s P99 {rock[1]:.2f} s)" if rock else "")
+        + f"; /health meanwhile: main port P50 {row['health_p50']:.2f} s max {row['health_max']:.2f} s, "
+        f"control listener P50 {row['control_health_p50']:.3f} s max {row['control_health_max']:.3f} s; "
+        f"admin CPU {row['admin_cpu_ms_per_create']:.2f} ms per create",
         flush=True,
     )
     parts = {k: v for k, v in cpu.items() if k != "machine"}
@@ -289,9 +323,19 @@ def main() -> None:
     parser.add_argument("--rounds", default="10000,16000")
     parser.add_argument("--connections", type=int, default=1000)
     parser.add_argument("--docker-samples", type=int, default=10)
+    parser.add_argument(
+        "--server-stack",
+        choices=sorted(STACKS),
+        default=None,
+        help="event loop and HTTP parser of the admin and workers (ROCK_SERVER_STACK; fast needs uvloop and "
+        "httptools installed)",
+    )
     args = parser.parse_args()
-    rounds = [int(n) for n in args.rounds.split(",")]
-    slots = -(-sum(rounds) * 5 // (4 * args.workers))  # room for every round's sandboxes, 25% headroom
+    if args.server_stack:
+        os.environ["ROCK_SERVER_STACK"] = args.server_stack
+    # "4000" is 4,000 single creates at once, "16000x8" 16,000 sandboxes as 2,000 group creates of 8.
+    rounds = [(int(n), int(g or 1)) for n, _, g in (r.partition("x") for r in args.rounds.split(","))]
+    slots = -(-sum(n for n, _ in rounds) * 5 // (4 * args.workers))  # room for every round, 25% headroom
 
     latencies = measure_docker(args.docker_samples)
     print(
@@ -317,12 +361,14 @@ def main() -> None:
                     "workers": [p.pid for p, _ in processes],
                     "postgres": [pg.proc.pid],
                 }
-                for count in rounds:
+                print(f"server stack: {' + '.join(server_stack())}; load average {os.getloadavg()}")
+                for count, group in rounds:
+                    label = str(count) if group == 1 else f"{count}x{group}"
                     before, began = cpu_seconds(parts), time.monotonic()
-                    answers, health = asyncio.run(burst(fleet.url, count, args.connections))
+                    answers, health = asyncio.run(burst(fleet.url, count, args.connections, group))
                     wall, after = time.monotonic() - began, cpu_seconds(parts)
                     cpu = {k: after[k] - before[k] for k in after}
-                    report(count, answers, health, wall, read_stats(processes), cpu, results)
+                    report(label, count, answers, health, wall, read_stats(processes), cpu, results)
             finally:
                 stop_workers(processes)
     if "16000" in results:

@@ -3,10 +3,13 @@ uvicorn settings and bearer-credential checks. Neither server imports the other;
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
+import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
 
 import uvicorn
 from fastapi import FastAPI, Response
@@ -17,6 +20,7 @@ from rock.request_limits import BodyLimit
 from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
 from rock.sdk.types import ErrorBody
 
+T = TypeVar("T")
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -90,9 +94,33 @@ class QuietSignalsServer(uvicorn.Server):
         yield
 
 
+STACKS = {"plain": ("asyncio", "h11"), "fast": ("uvloop", "httptools")}
+"""The event loop and HTTP parser of ROCK's servers, chosen by ROCK_SERVER_STACK (what each costs:
+benchmarks/rock_control_plane.py --server-stack)."""
+
+
+def server_stack() -> tuple[str, str]:
+    name = os.environ.get("ROCK_SERVER_STACK", "plain")
+    if name not in STACKS:
+        raise ValueError(f"ROCK_SERVER_STACK={name!r}: choose one of {', '.join(STACKS)}")
+    return STACKS[name]
+
+
+def run_server(main: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run, on uvloop's event loop when ROCK_SERVER_STACK says so."""
+    if server_stack()[0] == "uvloop":
+        import uvloop
+
+        return uvloop.run(main)
+    return asyncio.run(main)
+
+
 def uvicorn_config(app: object, log_level: str) -> uvicorn.Config:
+    loop, http = server_stack()  # the loop for Server.run(); serve() runs on the caller's (run_server)
     return uvicorn.Config(
         app,
+        loop=loop,  # type: ignore[arg-type]
+        http=http,  # type: ignore[arg-type]
         log_level=log_level,
         lifespan="on",
         timeout_graceful_shutdown=5,  # type: ignore[arg-type]

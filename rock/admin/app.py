@@ -16,6 +16,7 @@ from starlette.background import BackgroundTask
 
 from rock.admin import responses as R
 from rock.admin.config import KeyPolicy
+from rock.admin.control import health_of
 from rock.admin.service import Admin
 from rock.admin.ui import install_fleet_page
 from rock.envs.gem_image import GemImageError, gem_context_folder
@@ -104,17 +105,7 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, object]:
-        local = admin.config.local_worker
-        return {
-            "status": "ok",
-            "workers": len(admin.scheduler.workers),
-            "live": admin.live_count,
-            # Whether sandboxes may ask for network='packages' (the local worker has the package cache), and
-            # its loopback addresses for builds on this host.
-            "package_cache": bool(local is not None and local.pypi_cache),
-            "pypi_cache": local.pypi_cache if local is not None else None,
-            "apt_cache": local.apt_cache if local is not None else None,
-        }
+        return health_of(admin)
 
     @app.get("/metrics", responses=R.METRICS)
     async def metrics(_caller: Caller) -> Response:

@@ -72,6 +72,14 @@ def serve(
         int | None, typer.Option(help="Sandboxes the local worker holds at most.")
     ] = None,
     heartbeat_timeout: Annotated[float, typer.Option(help="Seconds before a silent worker is lost.")] = 15.0,
+    warm: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="IMAGE=N",
+            help="Keep N started sandboxes of IMAGE (default spec) ready for creates of exactly that spec; "
+            "repeat for more images.",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn/rock log level.")] = "info",
     proxy: Annotated[
         bool, typer.Option(help="Run the model proxy in this process (when --proxy-mode is given).")
@@ -112,7 +120,6 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the admin API (sandboxes, exec, files, /envs, health, /metrics) until Ctrl-C or SIGTERM."""
-    import asyncio
     import logging
 
     from pydantic import ValidationError
@@ -120,6 +127,7 @@ def serve(
     from rock.admin.config import AdminConfig, KeyPolicy, SpecLimits, load_keys
     from rock.admin.server import serve_admin
     from rock.packages.cache import PackageCacheError
+    from rock.serving import run_server
     from rock.worker.config import WorkerConfig
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -146,6 +154,7 @@ def serve(
             heartbeat_timeout=heartbeat_timeout,
             local_worker=worker,
             limits=SpecLimits(build_contexts=build_context_root or []),
+            warm=warm_pools(warm or []),
             **common,
         )
         proxy_config = None
@@ -174,7 +183,7 @@ def serve(
                 config.local_worker = config.local_worker.model_copy(
                     update={"pypi_cache": cache.pypi, "apt_cache": cache.apt}
                 )
-            asyncio.run(serve_admin(config, log_level.lower(), proxy_config, proxy_port))
+            run_server(serve_admin(config, log_level.lower(), proxy_config, proxy_port))
     except (ValidationError, ValueError, OSError, PackageCacheError) as exc:
         typer.secho(f"rock admin serve: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
@@ -192,3 +201,14 @@ def _package_cache(folder: Path | None, offline: bool) -> Iterator[PackageCache 
     with PackageCache(folder, offline=offline) as cache:
         typer.echo(f"package cache: PyPI on {cache.pypi}, apt on {cache.apt or '(apt-cacher not installed)'}")
         yield cache
+
+
+def warm_pools(entries: list[str]) -> dict[str, int]:
+    """`--warm IMAGE=N` options as {image: N}."""
+    pools = {}
+    for entry in entries:
+        image, _, count = entry.rpartition("=")
+        if not image or not count.isdigit():
+            raise ValueError(f"--warm {entry!r}: write IMAGE=N, e.g. --warm python:3.11=8")
+        pools[image] = int(count)
+    return pools

@@ -98,6 +98,9 @@ class AdminConfig(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = 8080
+    control_port: int = Field(0, ge=0, le=65535)
+    """The control listener's port (worker heartbeats and /health, rock.admin.control); 0 picks a free one,
+    which workers learn from their heartbeat replies."""
     state_dir: Path = Field(default_factory=default_state_dir)
     database_url: str | None = None
     """SQLAlchemy URL; default sqlite:///STATE_DIR/admin.db. PostgreSQL: postgresql+psycopg://..."""
@@ -107,6 +110,9 @@ class AdminConfig(BaseModel):
     """The credential workers heartbeat with and the admin calls them with; never an API key. None: one is
     made once and kept in STATE_DIR/worker.token (owner-only), where workers on this host read it."""
     limits: SpecLimits = Field(default_factory=SpecLimits)
+    warm: dict[str, int] = Field(default_factory=dict)
+    """Warm pools: image -> how many started sandboxes of it (default spec) the admin keeps ready
+    (rock.admin.warm); a create of exactly that spec takes one instead of starting a container."""
     max_waiting: int = Field(256, ge=0)
     """Creates that may wait for room at once; one more is refused with 429 at once."""
     heartbeat_timeout: float = Field(15.0, gt=0)

@@ -84,11 +84,13 @@ class Creates:
         admin.scheduler.check_possible(demand)
         began = time.monotonic()
         deadline = began + queue_timeout
-        ids = [secrets.token_hex(6) for _ in range(count)]
+        ids: list[str] = []
         outcomes: dict[str, Outcome] = {}
         shares: dict[str, list[SandboxInfo]] = {}
         queued: list[str] = []
-        for sandbox_id in ids:
+        for _ in range(count):
+            sandbox_id = secrets.token_hex(6)
+            ids.append(sandbox_id)
             held, cpus, memory = admin.scheduler.usage(caller.name)
             ahead = len(queued)  # members about to queue count against the quota too
             usage = (held + ahead, cpus + ahead * demand.cpus, memory + ahead * demand.memory)
@@ -96,6 +98,11 @@ class Creates:
                 check_quota(caller, usage, demand)
             except RockError as exc:
                 outcomes[sandbox_id] = ("refused", exc)
+                continue
+            warm = admin.pool.take(spec, caller) if admin.pool is not None else None
+            if warm is not None:  # started already: nothing to place or start
+                ids[-1] = warm.id
+                outcomes[warm.id] = ("running", warm)
                 continue
             worker_id = admin.scheduler.place_now(sandbox_id, demand, caller.name)
             if worker_id is None:

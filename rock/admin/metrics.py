@@ -36,6 +36,12 @@ class AdminMetrics:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
             registry=self.registry,
         )
+        self.pool = Counter(
+            "rock_warm_pool_takes",
+            "Creates that matched a warm pool's spec, by whether a started sandbox was there (hit) or not",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.live = Gauge("rock_sandboxes_live", "Sandboxes pending or running", registry=self.registry)
         Gauge("rock_admission_waiting", "Creates waiting for room", registry=self.registry).set_function(
             waiting

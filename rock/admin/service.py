@@ -17,13 +17,15 @@ from datetime import timedelta
 
 import httpx
 
-from rock.admin.auth import Authenticator, may_see, worker_token
+from rock.admin.auth import LOCAL, Authenticator, may_see, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
+from rock.admin.control import ControlListener
 from rock.admin.creates import Creates, error_body, group_summary
 from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import Scheduler, Worker, demand_of
 from rock.admin.states import LIVE, advance, as_recorded, failure_reason_of, path_to
 from rock.admin.store import SandboxStore, safe_url
+from rock.admin.warm import POOL_OWNER, WarmPool
 from rock.admin.worker_calls import WorkerCalls, WorkerUnreachable
 from rock.admin.writer import StoreWriter
 from rock.sdk.errors import (
@@ -78,6 +80,10 @@ class Admin:
         """Workers being asked whether they run, their heartbeats late."""
         self._started = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.pool = WarmPool(self, config.warm) if config.warm else None
+        """Started sandboxes waiting for a create of their spec (rock.admin.warm), or None."""
+        self.control: ControlListener | None = None
+        """Heartbeats and /health on a thread of their own (rock.admin.control), from start()."""
 
     @property
     def live_count(self) -> int:
@@ -85,8 +91,20 @@ class Admin:
         return len(self._live)
 
     # lifecycle of the admin itself ------------------------------------------------------------------
+    @property
+    def control_port(self) -> int | None:
+        return None if self.control is None else self.control.port
+
+    def note_alive(self, worker_id: str) -> None:
+        """A known worker's heartbeat arrived (called from the control listener's thread: one float write)."""
+        worker = self.scheduler.workers.get(worker_id)
+        if worker is not None:
+            worker.last_heartbeat = time.monotonic()
+
     async def start(self) -> None:
         """Reload the store: running sandboxes hold their room again; ones caught starting have failed."""
+        self.control = ControlListener(self, self.config.host, self.config.control_port)
+        self.control.start()
         self.writer.start()
         for info, last_activity in self.store.list(LIVE):
             if info.state is S.PENDING:
@@ -105,6 +123,14 @@ class Admin:
                 self.scheduler.restore(info.id, info.worker_id, demand_of(info.spec), info.owner)
         self.metrics.live.set(len(self._live))
         self._spawn(self._monitor())
+        pooled = [info for info in self._live.values() if info.owner == POOL_OWNER]
+        if self.pool is not None:
+            for info in pooled:
+                self.pool.adopt(info)
+            self._spawn(self.pool.run())
+        else:
+            for info in pooled:  # the admin no longer keeps a pool: they are nobody's
+                self._spawn(self.delete(info.id, LOCAL))
 
     async def close(self) -> None:
         if self._live:
@@ -114,6 +140,8 @@ class Admin:
                 len(self._live),
                 safe_url(self.config.store_url),
             )
+        if self.control is not None:
+            await self.control.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -192,7 +220,7 @@ class Admin:
         states = None if include_deleted else [s for s in S if s is not S.DELETED]
         await self.writer.flush()
         rows = await asyncio.to_thread(self.store.list, states)
-        return [info for info, _ in rows if may_see(caller, info)]
+        return [info for info, _ in rows if may_see(caller, info) and info.owner != POOL_OWNER]
 
     # create / delete --------------------------------------------------------------------------------
     async def create(
@@ -327,7 +355,7 @@ class Admin:
         """A beat from a worker (the route has checked its worker credential)."""
         self.scheduler.upsert_worker(Worker(beat.worker_id, beat.url, beat.capacity, time.monotonic()))
         if beat.sandboxes is None:
-            return HeartbeatReply(remove=[])
+            return HeartbeatReply(remove=[], heartbeat_port=self.control_port)
         reported = {s.id: s for s in beat.sandboxes}
         for sandbox in reported.values():
             info = self._live.get(sandbox.id)
@@ -361,7 +389,10 @@ class Admin:
                     "worker restarted without it)",
                 )
         unwanted = [sid for sid in reported if sid not in self._live]
-        return HeartbeatReply(remove=unwanted + [sid for sid in beat.strays if sid not in self._live])
+        return HeartbeatReply(
+            remove=unwanted + [sid for sid in beat.strays if sid not in self._live],
+            heartbeat_port=self.control_port,
+        )
 
     async def _probe(self, worker: Worker) -> None:
         """Ask a worker whose heartbeats and answers are late whether it runs; lose it if it does not answer.
@@ -419,6 +450,7 @@ class Admin:
                 self._spawn(self._stop(info, f"its ttl of {info.spec.ttl:g} s ran out"))
             elif (
                 info.state is S.RUNNING
+                and info.owner != POOL_OWNER  # waiting in the warm pool is not idling
                 and info.id not in self._in_flight
                 and now - self._activity.get(info.id, now) > info.spec.idle_timeout
             ):

@@ -43,11 +43,11 @@ def serve(
     ] = None,
 ) -> None:
     """Register with the admin, heartbeat, and run sandboxes until Ctrl-C or SIGTERM."""
-    import asyncio
     import logging
 
     from pydantic import ValidationError
 
+    from rock.serving import run_server
     from rock.worker.config import WorkerConfig, default_state_dir
     from rock.worker.server import serve_worker
 
@@ -78,7 +78,7 @@ def serve(
             port=port,
             **{k: v for k, v in options.items() if v is not None},
         )
-        asyncio.run(serve_worker(config, log_level=log_level.lower()))
+        run_server(serve_worker(config, log_level=log_level.lower()))
     except (ValidationError, ValueError, OSError, RuntimeError) as exc:
         typer.secho(f"rock worker serve: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,6 +41,7 @@ __all__ = [
     "ShareMember",
     "WorkerCapacity",
     "WorkerSandbox",
+    "heartbeat_url",
     "sandbox_path",
     "share_member",
 ]
@@ -52,6 +54,16 @@ the admin: POST `CreateGroupRequest` (the user API)."""
 HEALTH_PATH = "/health"
 """On a worker: answers 200 while it runs. The admin asks a worker whose heartbeats are late before it
 declares it lost."""
+
+
+def heartbeat_url(admin_url: str, port: int | None) -> str:
+    """Where a worker posts its next heartbeat: the admin's control listener on `port` (from the last reply),
+    on the host of `admin_url`; the admin's own URL when the reply named none."""
+    if port is None:
+        return admin_url.rstrip("/") + HEARTBEAT_PATH
+    parts = urlsplit(admin_url)
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+    return urlunsplit((parts.scheme, f"{host}:{port}", HEARTBEAT_PATH, "", ""))
 
 
 def sandbox_path(sandbox_id: str | None = None, op: str | None = None) -> str:
@@ -146,3 +158,6 @@ class Heartbeat(BaseModel):
 class HeartbeatReply(BaseModel):
     remove: list[str]
     """Sandboxes the admin no longer wants: the worker removes their containers (strays included)."""
+    heartbeat_port: int | None = None
+    """The admin's control listener (rock.admin.control): the worker sends its next beats to this port on the
+    admin's host, where they never queue behind creates (back to the admin's URL if that fails)."""

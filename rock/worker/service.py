@@ -38,13 +38,13 @@ from rock.sdk.types import (
 from rock.worker import containers, socket_dir
 from rock.worker.config import WorkerConfig
 from rock.worker.contract import (
-    HEARTBEAT_PATH,
     CreatedOnWorker,
     CreateOnWorker,
     Heartbeat,
     HeartbeatReply,
     ShareMember,
     WorkerSandbox,
+    heartbeat_url,
     share_member,
 )
 from rock.worker.disk import DiskWatch
@@ -95,6 +95,7 @@ class WorkerService:
         self._ending = False
 
     @property
+        self._heartbeat_url = heartbeat_url(config.admin_url, None)
     def token(self) -> str:
         if self.config.token is None:
             raise ValueError(
@@ -510,9 +511,8 @@ class WorkerService:
             strays=sorted(strays),
         )
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
-        response = await self._http.post(
-            f"{self.config.admin_url}{HEARTBEAT_PATH}", content=beat.model_dump_json(), headers=headers
-        )
+        url, self._heartbeat_url = self._heartbeat_url, heartbeat_url(self.config.admin_url, None)
+        response = await self._http.post(url, content=beat.model_dump_json(), headers=headers)
         if not response.is_success:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")
         reply = HeartbeatReply.model_validate_json(response.content)
@@ -533,6 +533,8 @@ class WorkerService:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        # The next beat goes to the admin's control listener, where it never waits behind creates.
+        self._heartbeat_url = heartbeat_url(self.config.admin_url, reply.heartbeat_port)
 
     async def _heartbeat_loop(self) -> None:
         failures = 0

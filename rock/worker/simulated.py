@@ -34,13 +34,13 @@ from rock.serving import (
     bearer_token,
     bind,
     install_error_handlers,
+    run_server,
     same_secret,
     uvicorn_config,
 )
 from rock.worker.contract import (
     GROUP_PATH,
     HEALTH_PATH,
-    HEARTBEAT_PATH,
     CreatedOnWorker,
     CreatedShare,
     CreateOnWorker,
@@ -49,6 +49,7 @@ from rock.worker.contract import (
     HeartbeatReply,
     WorkerCapacity,
     WorkerSandbox,
+    heartbeat_url,
     share_member,
 )
 
@@ -122,6 +123,7 @@ class SimulatedWorker:
 
     async def heartbeats(self, http: httpx.AsyncClient, interval: float) -> None:
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        url = heartbeat_url(self.admin_url, None)
         while True:
             beat = Heartbeat(
                 worker_id=self.id,
@@ -131,13 +133,13 @@ class SimulatedWorker:
                 sandboxes=self.runtime.listing(),
             )
             try:
-                response = await http.post(
-                    self.admin_url + HEARTBEAT_PATH, content=beat.model_dump_json(), headers=headers
-                )
-                for sandbox_id in HeartbeatReply.model_validate_json(response.content).remove:
+                response = await http.post(url, content=beat.model_dump_json(), headers=headers)
+                reply = HeartbeatReply.model_validate_json(response.content)
+                for sandbox_id in reply.remove:
                     self.runtime.sandboxes.pop(sandbox_id, None)
+                url = heartbeat_url(self.admin_url, reply.heartbeat_port)  # the control listener next
             except (httpx.HTTPError, ValueError):
-                pass  # the admin is busy or restarting: the next beat tries again
+                url = heartbeat_url(self.admin_url, None)  # the admin is restarting: its main port again
             await asyncio.sleep(interval)
 
 
@@ -187,7 +189,7 @@ def main() -> None:
     parser.add_argument("--stats", required=True)
     parser.add_argument("--heartbeat-interval", type=float, default=2.0)
     started = time.monotonic()
-    asyncio.run(run(parser.parse_args()))
+    run_server(run(parser.parse_args()))
     print(f"simulated workers ran {time.monotonic() - started:.0f} s")
 
 
