@@ -10,3 +10,5 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 .venv/bin/roll train configs/ipa.yaml "$@"
 .venv/bin/roll plot runs/ipa
+.venv/bin/roll view runs/ipa
+echo "The run's viewer: open $(pwd)/runs/ipa/view/index.html in a browser (or: .venv/bin/roll view runs/ipa --serve)"

@@ -71,7 +71,7 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 || fail "dockerd did not answer within 60 s; read .ale/dockerd.log."
 fi
 
-step "System tools: debootstrap and busybox-static (local base images), tmux and ripgrep (iflow), apt-cacher"
+step "System tools: debootstrap and busybox-static (local base images), tmux and ripgrep (iflow), apt-cacher, chromium"
 missing=()
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 # The package cache's Debian half (apt-cacher-ng cannot bind its socket under gVisor; apt-cacher can).
@@ -79,6 +79,9 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 [ -x /bin/busybox ] || missing+=(busybox-static)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
+# Headless Chromium and its driver: the tests of `roll view`, `rome-bench view` and the fleet page drive it.
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -e /usr/bin/chromedriver ] || missing+=(chromium-driver)
 [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 
 step "PostgreSQL server binaries (the ROCK store's PostgreSQL tests and control-plane benchmark start their own)"
