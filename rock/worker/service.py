@@ -93,9 +93,9 @@ class WorkerService:
         self._owner = lifetime.Owner.from_env()
         """The process this fleet ends with (rock.lifetime), or None."""
         self._ending = False
+        self._heartbeat_url = heartbeat_url(config.admin_url, None)
 
     @property
-        self._heartbeat_url = heartbeat_url(config.admin_url, None)
     def token(self) -> str:
         if self.config.token is None:
             raise ValueError(
@@ -516,6 +516,8 @@ class WorkerService:
         if not response.is_success:
             raise RuntimeError(f"the admin answered {response.status_code}: {response.text[:300]}")
         reply = HeartbeatReply.model_validate_json(response.content)
+        # The next beat goes to the admin's control listener, where it never waits behind creates.
+        self._heartbeat_url = heartbeat_url(self.config.admin_url, reply.heartbeat_port)
         for sandbox_id in reply.remove:
             if sandbox_id in strays:
                 self._in_background(self._remove_stray(sandbox_id, strays[sandbox_id]))
@@ -533,8 +535,6 @@ class WorkerService:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-        # The next beat goes to the admin's control listener, where it never waits behind creates.
-        self._heartbeat_url = heartbeat_url(self.config.admin_url, reply.heartbeat_port)
 
     async def _heartbeat_loop(self) -> None:
         failures = 0
