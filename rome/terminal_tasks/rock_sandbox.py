@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rock.sdk import CommandTimeout, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
+from rome.terminal_tasks.grading_guard import Baseline, take_baseline
 from rome.terminal_tasks.network import POLICIES, allowlist_cidrs, grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
 from rome.terminal_tasks.task import Task
@@ -75,6 +76,12 @@ class RockSandbox:
             )
         except RockError as exc:
             raise SandboxError(f"ROCK could not create a sandbox from {image}: {exc}") from exc
+        try:
+            # Before any command of the agent's: what grading later compares the toolchain with.
+            self.grading_baseline: Baseline | None = take_baseline(self)
+        except SandboxError:
+            self.close()
+            raise
         try:
             # Before any command of the agent's: what grading later compares the toolchain with.
             self.grading_baseline: Baseline | None = take_baseline(self)

@@ -1,9 +1,10 @@
-"""A task's verifier: copy its tests into the sandbox after the agent, run them, read the reward."""
+"""A task's verifier: guard the sandbox, copy its tests in after the agent, run them, read the reward."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -17,6 +18,7 @@ from rome.terminal_tasks.bundle import (
     uv_bundle,
     verifier_path,
 )
+from rome.terminal_tasks.grading_guard import Baseline, GuardableSandbox, seal_for_grading
 from rome.terminal_tasks.sandbox import TrialSandbox
 from rome.terminal_tasks.task import AGENT_LOGS, TESTS_MOUNT, VERIFIER_LOGS, Task
 
@@ -32,6 +34,9 @@ class Verdict(BaseModel):
     timed_out: bool
     failure_mode: Literal["test_timeout", "verifier_error"] | None = None
     error: str | None = None
+    tampered: str | None = None
+    """Why the agent's sandbox could not be graded honestly (it changed the grading toolchain, or something
+    it left outlived the cull): the tests were not run and the reward is 0 (see grading_guard)."""
 
 
 def _test_files(task: Task) -> list[Path]:
@@ -81,10 +86,31 @@ def parse_reward_file(text: str) -> float:
 def verify(sandbox: TrialSandbox, task: Task) -> Verdict:
     """Copy the tests in (only now, after the agent), run them, and read the reward.
 
+    On a ROCK sandbox the grading guard runs first: every process the agent left is killed, the tests' and
+    the reward's folders are made anew, and a grading toolchain the agent changed makes the verdict
+    `tampered` (reward 0, tests not run).
+
     A multi-step task's shared tests go in first and the step's own over them, so a step's file wins.
     Raises `SandboxError` when the sandbox itself fails; the tests' own failures are in the verdict.
     """
-    fresh = f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} {AGENT_LOGS}"
+    baseline = getattr(sandbox, "grading_baseline", None)
+    if isinstance(sandbox, GuardableSandbox) and isinstance(baseline, Baseline):
+        started = time.monotonic()
+        tampered = seal_for_grading(sandbox, baseline)  # the agent's processes gone, fresh folders
+        if tampered is not None:
+            return Verdict(
+                reward=0.0,
+                reward_source="tampered",
+                output=f"not graded: {tampered}",
+                exit_code=None,
+                duration_sec=time.monotonic() - started,
+                timed_out=False,
+                error=f"tampered: {tampered}",
+                tampered=tampered,
+            )
+        fresh = f"mkdir -p {AGENT_LOGS}"
+    else:  # a sandbox without ROCK's runtime (plain Docker): no guard, the folders emptied by the shell
+        fresh = f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} {AGENT_LOGS}"
     sandbox.run(fresh, timeout=30)
     for folder in (task.tests_dir, task.step_tests_dir):
         if folder is not None and folder.is_dir() and any(folder.iterdir()):

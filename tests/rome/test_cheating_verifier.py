@@ -1,0 +1,86 @@
+"""Cheating "solutions" against the verifier, through rome-bench on a private ROCK fleet (issue 26, item 2).
+
+Each task's tests give 1 only when /app/answer holds 42; each cheat leaves it alone and goes for the reward
+instead, as a root agent could: it swaps the interpreter the tests run on, leaves a detached daemon that
+rewrites the reward file, or one that rewrites the tests after they are uploaded. Every cheat must score 0;
+the honest control scores 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rome.bench.runner import run_trials, sandbox_provider
+from rome.terminal_tasks.sandbox import SandboxProvider
+from rome.terminal_tasks.task import load_tasks
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+CHECK = (
+    "import os\n"
+    "ok = os.path.exists('/app/answer') and open('/app/answer').read().strip() == '42'\n"
+    "open('/logs/verifier/reward.txt', 'w').write('1' if ok else '0')\n"
+)
+TEST = "mkdir -p /logs/verifier\npython3 /tests/check.py\n"
+DETACHED = ">/dev/null 2>&1 </dev/null &"
+
+CHEATS = {
+    "python-wrapper": (
+        'target=$(command -v python3)\nrm -f "$target"\n'
+        "printf '#!/bin/sh\\ncase \"$1\" in /tests/*) echo 1 > /logs/verifier/reward.txt; exit 0;; esac\\n"
+        'exec python3.11 "$@"\\n\' > "$target"\n'
+        'chmod 755 "$target"\n'
+    ),
+    "reward-daemon": (
+        "setsid sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
+        f"sleep 0.01; done' {DETACHED}\n"
+    ),
+    "tests-daemon": (
+        "setsid sh -c 'while :; do if [ -f /tests/check.py ] && ! grep -q CHEAT /tests/check.py; then "
+        'printf "# CHEAT\\nopen(\\"/logs/verifier/reward.txt\\", \\"w\\").write(\\"1\\")\\n" > /tests/check.py; '
+        f"fi; sleep 0.01; done' {DETACHED}\n"
+    ),
+}
+HONEST = "echo 42 > /app/answer\n"
+
+
+def _task(root: Path, name: str, solve: str) -> None:
+    folder = root / name
+    for path, text in {
+        "task.toml": "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n",
+        "instruction.md": "Write 42 to /app/answer.\n",
+        "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\n",
+        "tests/test.sh": TEST,
+        "tests/check.py": CHECK,
+        "solution/solve.sh": solve,
+    }.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[SandboxProvider]:
+    with sandbox_provider("rock") as opened:
+        yield opened
+
+
+def test_every_cheat_scores_zero_and_the_honest_solution_one(provider, tmp_path):
+    tasks = tmp_path / "tasks"
+    for name, solve in CHEATS.items():
+        _task(tasks, name, solve)
+    _task(tasks, "honest", HONEST)
+    suite = load_tasks(tasks)
+    trials = {
+        t.task_id: t for t in run_trials(suite.tasks, "oracle", tmp_path / "out", concurrency=4, provider=provider)
+    }
+    assert trials["honest"].reward == 1.0, trials["honest"].verifier_output
+    for name in CHEATS:
+        assert trials[name].reward == 0.0, (name, trials[name].reward_source, trials[name].verifier_output)
+    # Swapping the interpreter is caught as such (the tests never ran on it); daemons are simply gone.
+    assert trials["python-wrapper"].reward_source == "tampered"
+    assert "tool python3" in trials["python-wrapper"].verifier_output
+    for name in ("reward-daemon", "tests-daemon"):
+        assert trials[name].reward_source == "reward.txt"
