@@ -66,3 +66,25 @@ def test_bench_viewer_in_a_browser(tmp_path: Path) -> None:
         driver.find_element(By.CSS_SELECTOR, "nav button[data-tab='verdicts']").click()
         assert "sandbox lost" in wait_for(lambda: driver.find_element(By.ID, "verdicts").text)
         assert console_errors(driver) == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_real_oracle_trial_writes_its_trajectory_and_the_viewer_shows_it(tmp_path: Path) -> None:
+    from rome.bench.cli import DEFAULT_TASKS
+    from rome.bench.runner import run_trials, sandbox_provider
+    from rome.terminal_tasks.task import load_tasks
+
+    suite = load_tasks(DEFAULT_TASKS, ["nim-winning-moves"])
+    with sandbox_provider("docker") as provider:
+        (trial,) = run_trials(suite.tasks, "oracle", tmp_path / "run", 1, 1, provider=provider)
+    assert trial.passed, trial.error
+    document = atif.Trajectory.model_validate_json(
+        trajectory_path(tmp_path / "run", "nim-winning-moves", 0).read_text()
+    )
+    command = document.steps[1]
+    assert command.tool_calls is not None and "solve" in command.tool_calls[0].arguments["command"]
+    assert document.steps[-1].message == "verifier: reward 1 (passed)"
+    assert document.extra is not None and document.extra["domain"] == trial.category
+    result = CliRunner().invoke(app, ["view", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
