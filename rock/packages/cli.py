@@ -9,9 +9,10 @@ import typer
 
 app = typer.Typer(help="The fleet's package cache (PyPI and Debian).", no_args_is_help=True)
 
-# What graders commonly install at test time (pytest, the CTRF plugin, uv's tool runs of them) and what the
+# What graders commonly install at test time (pytest, the CTRF plugin, uv for the install script the
+# packages forwarder answers from the cache, and uv's tool runs of them) and what the
 # project's own task fixtures install (six in a Dockerfile, curl with apt).
-SEED_PYPI = ("pytest", "pytest-json-ctrf", "six")
+SEED_PYPI = ("pytest", "pytest-json-ctrf", "six", "uv")
 SEED_APT = ("curl",)
 
 

@@ -4,7 +4,8 @@ The bytes a sandbox sends to the package cache are parsed, not carried blindly: 
 body, on the paths a cache exists for (devpi's mirror index; apt-cacher's configured mirrors). The request
 head is rebuilt from what was parsed (so the cache sees exactly what was checked) with `Connection: close`,
 and the connection ends with the answer, so nothing after the checked request reaches the cache. Uploads,
-logins and index changes (PUT, POST, PATCH, DELETE) are answered 405 here and never reach devpi.
+logins and index changes (PUT, POST, PATCH, DELETE) are answered 405 here and never reach devpi. The one
+exception is CONNECT to uv's installer hosts, which the worker answers itself (rock.worker.installers).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ class Request:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def parse_head(raw: bytes) -> Request:
-    """A request head (up to and including the blank line), or Refused when it is not plain HTTP/1.x."""
+def parse_head(raw: bytes, connect: bool = False) -> Request:
+    """A request head (up to and including the blank line), or Refused when it is not plain HTTP/1.x.
+    `connect`: CONNECT is also let through (to the installer responder, rock.worker.installers)."""
     text = raw.decode("latin-1")
     lines = text[: -len("\r\n\r\n")].split("\r\n")
     parts = lines[0].split(" ")
@@ -56,7 +58,7 @@ def parse_head(raw: bytes) -> Request:
         if not colon or not TOKEN.match(name) or "\n" in line or "\r" in line:
             raise Refused(400, "Bad Request", f"malformed header line {line[:80]!r}")
         headers.append((name, value.strip()))
-    if method not in READ_METHODS:
+    if method not in READ_METHODS and not (connect and method == "CONNECT"):
         raise Refused(405, "Method Not Allowed", f"{method[:20]} is refused: the package cache is read-only")
     for name, value in headers:
         lowered = name.lower()
@@ -72,6 +74,11 @@ async def read_head(reader: asyncio.StreamReader) -> bytes:
         raise Refused(431, "Request Header Fields Too Large", "the request head is too long") from None
     except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
         raise Refused(400, "Bad Request", "the request head did not arrive whole") from None
+
+
+def answer_head(status: int, reason: str, length: int, content_type: str = "text/plain") -> bytes:
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+    return f"{head}Content-Length: {length}\r\nConnection: close\r\n\r\n".encode()
 
 
 def refusal(error: Refused) -> bytes:

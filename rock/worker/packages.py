@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from pathlib import Path
 
 from rock.packages.apt import APT_MIRRORS, location_allowed
 from rock.packages.cache import PYPI_INDEX, PYPI_PATH
+from rock.runtime.home import ale_home
 from rock.unix_sockets import bind_unix
+from rock.worker.installers import CA_FILE, WGETRC_FILE, InstallerResponder
 from rock.worker.package_gate import (
     MAX_HEAD,
     Refused,
@@ -54,6 +57,14 @@ def sandbox_env() -> dict[str, str]:
         "UV_INDEX_URL": index,
         # uv would otherwise download a Python build from outside when a test asks for another version.
         "UV_PYTHON_DOWNLOADS": "never",
+        # uv's install script (curl/wget https://astral.sh/uv/install.sh | sh) is answered by the forwarder
+        # from the cache (rock.worker.installers); no other HTTPS request through it is answered.
+        "https_proxy": f"http://127.0.0.1:{PYPI_PORT}",
+        "HTTPS_PROXY": f"http://127.0.0.1:{PYPI_PORT}",
+        "no_proxy": "127.0.0.1,localhost",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "CURL_CA_BUNDLE": f"{SOCKET_MOUNT}/{CA_FILE}",
+        "WGETRC": f"{SOCKET_MOUNT}/{WGETRC_FILE}",
     }
 
 
@@ -71,8 +82,17 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 class PackageBridges:
     """Per sandbox: unix-socket listeners in its socket folder that connect to the cache's TCP addresses."""
 
-    def __init__(self, pypi: str | None, apt: str | None, apt_mirrors: tuple[str, ...] = APT_MIRRORS) -> None:
+    def __init__(
+        self,
+        pypi: str | None,
+        apt: str | None,
+        apt_mirrors: tuple[str, ...] = APT_MIRRORS,
+        state_dir: Path | None = None,
+    ) -> None:
         self.targets = {PYPI_SOCKET: pypi, APT_SOCKET: apt}
+        # uv binaries taken from the cache's wheels, kept between runs (a few tens of MB per version).
+        folder = state_dir or ale_home() / "uv-from-package-cache"
+        self.installers = InstallerResponder(pypi, PYPI_PATH, folder) if pypi else None
         self.rules: dict[str, TargetRule] = {
             PYPI_SOCKET: pypi_rule(PYPI_INDEX),
             APT_SOCKET: lambda target: (
@@ -91,6 +111,8 @@ class PackageBridges:
         return [(ports[name], f"{SOCKET_MOUNT}/{name}") for name, target in self.targets.items() if target]
 
     async def attach(self, sandbox_id: str, host_dir: Path) -> None:
+        if self.installers is not None:
+            await asyncio.to_thread(self.installers.install_ca, host_dir, SOCKET_MOUNT)
         servers = []
         for name, target in self.targets.items():
             if target is None:
@@ -98,7 +120,8 @@ class PackageBridges:
             host, _, port = target.rpartition(":")
             # Mode 0666: the sandbox's user is not the worker's; set without following a swapped-in link.
             sock = bind_unix(host_dir / name, 0o666)
-            handler = self._carry(host, int(port), self.rules[name])
+            installers = self.installers if name == PYPI_SOCKET else None
+            handler = self._carry(host, int(port), self.rules[name], installers)
             servers.append(await asyncio.start_unix_server(handler, sock=sock, limit=MAX_HEAD))
         self._servers[sandbox_id] = servers
 
@@ -109,13 +132,22 @@ class PackageBridges:
                 await server.wait_closed()
 
     @staticmethod
-    def _carry(host: str, port: int, rule: TargetRule):  # type: ignore[no-untyped-def]
+    def _carry(  # type: ignore[no-untyped-def]
+        host: str, port: int, rule: TargetRule, installers: InstallerResponder | None
+    ):
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
-                request = parse_head(await read_head(reader))
+                request = parse_head(await read_head(reader), connect=installers is not None)
+                if installers is not None and request.method == "CONNECT":
+                    await installers.answer(request.target, reader, writer)
+                    writer.close()
+                    return
                 why = rule(request.target)
                 if why is not None:
                     raise Refused(403, "Forbidden", why)
+            except (ConnectionError, OSError, ssl.SSLError):
+                writer.close()
+                return
             except Refused as error:
                 with contextlib.suppress(ConnectionError, OSError):
                     writer.write(refusal(error))

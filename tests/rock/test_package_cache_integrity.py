@@ -36,12 +36,12 @@ SECRET = b"host-only secret"
 class Bridges:
     """The worker's forwarder for one sandbox socket folder, on an event loop of its own."""
 
-    def __init__(self, pypi: str | None, apt: str | None) -> None:
+    def __init__(self, pypi: str | None, apt: str | None, state_dir: Path | None = None) -> None:
         self.folder = short_tmp("pkg-gate-")
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.bridges = PackageBridges(pypi, apt)
+        self.bridges = PackageBridges(pypi, apt, state_dir=state_dir or self.folder / "installers")
         self._run(self.bridges.attach("sbx", self.folder))
 
     def _run(self, work) -> None:  # type: ignore[no-untyped-def]
