@@ -33,6 +33,8 @@ def step_line(record: dict[str, Any]) -> str:
         line += f" · {timeouts} agent timeout(s)"
     if errors := record.get("agent_errors"):
         line += f" · {errors} agent error(s)"
+    if tampered := record.get("tampered"):
+        line += f" · {tampered} tampered episode(s) graded 0"
     return line
 
 

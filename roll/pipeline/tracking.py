@@ -45,6 +45,9 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         # agent ran out of time, or its model calls failed through the proxy, rather than finishing.
         "agent_timeouts": sum(m.get("end") == "agent_timeout" for m in meta),
         "agent_errors": sum(m.get("end") == "agent_error" for m in meta),
+        # Terminal episodes whose agent changed the grading toolchain or left a process the cull could not
+        # kill: graded 0 without running their tests (rome.terminal_tasks.grading_guard).
+        "tampered": sum(bool(m.get("tampered")) for m in meta),
     }
     out |= success_by_start(meta)
     for key in ("sandbox_s", "agent_s", "verifier_s"):  # where a terminal episode's time went

@@ -50,6 +50,9 @@ class AgentEpisode:
     sandbox_s: float = 0.0
     agent_s: float = 0.0
     verifier_s: float = 0.0
+    tampered: str | None = None
+    """Why the grading guard would not grade the sandbox (the agent changed the tools its tests run on, or
+    something it left outlived the cull): the reward is 0 and the run's metrics count the episode."""
 
 
 def agent_context_settings() -> dict[str, Any]:
@@ -121,6 +124,7 @@ def _play(
         verdict = verify(sandbox, task)
         episode.verifier_s = verdict.duration_sec
         episode.reward = verdict.reward
+        episode.tampered = verdict.tampered
         if verdict.failure_mode is not None:
             episode.failure_mode, episode.error = verdict.failure_mode, verdict.error
     except SandboxError as error:

@@ -121,6 +121,7 @@ class TerminalEnvManager:
                 "success": success,
                 "turns": len(recorded),
                 "end": episode.failure_mode or "completed",
+                "tampered": episode.tampered is not None,
                 "format_errors": 0,
                 "truncated_outputs": sum(call.finish_reason == "length" for call in recorded),
                 "output_tokens": sum(len(call.chunk.output_ids) for call in recorded),
