@@ -25,6 +25,8 @@ LABEL_DISK = "rock.disk"
 LABEL_FLEET = "rock.fleet"
 """A fingerprint of the fleet's worker credential: workers of one fleet reap each other's leftovers, never
 another fleet's."""
+LOG_LIMITS = {"max-size": "10m", "max-file": "2"}
+"""The container log's cap (json-file): at most 20 MiB however much the sandbox prints."""
 HOME = "/home/rock"
 ROOT_HOME = "/root"
 ROOT_CAPABILITIES = [
@@ -102,6 +104,10 @@ def start_container(
         },
         tmpfs=tmpfs,
         storage_opt={"size": str(spec.disk_bytes)} if disk_quota else None,
+        # No one file larger than the disk limit (a single fallocate cannot fill the host between two disk
+        # checks), and a capped log (what the sandbox prints to its stdout is disk too).
+        ulimits=[docker.types.Ulimit(name="fsize", soft=spec.disk_bytes, hard=spec.disk_bytes)],
+        log_config=docker.types.LogConfig(type="json-file", config=LOG_LIMITS),
     )
     container_id: str = api.create_container(
         image,

@@ -1,17 +1,23 @@
 """Disk limits of sandboxes.
 
 Docker limits a container's writable layer only with overlay2 on xfs mounted with pquota (`size=`
-storage-opt); a worker on any other host measures each sandbox's upper layer instead and stops the sandbox
-that goes over (reason `disk_quota`). That limit is soft: a fast writer can go over it by what it writes in
-one interval plus one measurement.
+storage-opt); a worker on any other host measures each sandbox's disk instead and stops the sandbox that
+goes over (reason `disk_quota`). What is measured: the upper layer, the files the sandbox's processes hold
+open after deleting them (gone from every folder, their blocks still taken), and the container's log files
+(capped by the worker's log settings too). That limit is soft: a fast writer can go over it by what it
+writes in one interval plus one measurement, and no more than `disk` in one file (the sandbox's processes
+run with RLIMIT_FSIZE at `disk`, so one `fallocate -l 3G` is refused at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +36,86 @@ def storage_opt_unsupported(exc: docker.errors.APIError) -> bool:
     return "storage-opt" in str(exc.explanation or exc) or "storage option" in str(exc.explanation or exc)
 
 
-def upper_dir(client: docker.DockerClient, sandbox_id: str) -> Path | None:
-    """The host folder holding what the container wrote to its own filesystem (overlay2's upper layer)."""
-    data = client.api.inspect_container(container_name(sandbox_id)).get("GraphDriver", {}).get("Data") or {}
-    return Path(data["UpperDir"]) if data.get("UpperDir") else None
+@dataclass(frozen=True)
+class DiskTarget:
+    """Where a sandbox's writes land on the host: its upper layer, its container (whose processes may
+    hold deleted files open) and its log file."""
+
+    upper: Path
+    container_id: str
+    log_path: Path | None
+
+
+def disk_target(client: docker.DockerClient, sandbox_id: str) -> DiskTarget | None:
+    """The sandbox's DiskTarget, from one inspect; None without an overlay2 upper layer."""
+    found = client.api.inspect_container(container_name(sandbox_id))
+    data = found.get("GraphDriver", {}).get("Data") or {}
+    if not data.get("UpperDir"):
+        return None
+    log = found.get("LogPath")
+    return DiskTarget(Path(data["UpperDir"]), found["Id"], Path(log) if log else None)
+
+
+_CGROUP_PROCS = (
+    "/sys/fs/cgroup/pids/docker/{id}/cgroup.procs",  # v1, cgroupfs driver
+    "/sys/fs/cgroup/pids/system.slice/docker-{id}.scope/cgroup.procs",  # v1, systemd
+    "/sys/fs/cgroup/system.slice/docker-{id}.scope/cgroup.procs",  # v2, systemd
+    "/sys/fs/cgroup/docker/{id}/cgroup.procs",  # v2, cgroupfs
+)
+
+
+def container_pids(container_id: str) -> list[int]:
+    """The host pids of the container's processes (from its cgroup; empty where none is found)."""
+    for template in _CGROUP_PROCS:
+        try:
+            text = Path(template.format(id=container_id)).read_text()
+        except OSError:
+            continue
+        return [int(pid) for pid in text.split()]
+    return []
+
+
+def deleted_open_bytes(pids: list[int]) -> int:
+    """Bytes of disk held by regular files the processes `pids` keep open after deleting them (each file
+    once): du and a folder walk no longer see them, yet their blocks stay taken until the last close."""
+    total, seen = 0, set()
+    for pid in pids:
+        folder = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(folder)
+        except OSError:  # the process exited
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"{folder}/{fd}").endswith(" (deleted)"):
+                    continue
+                info = os.stat(f"{folder}/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
+def log_bytes(log_path: Path | None) -> int:
+    """Bytes of the container's json log and its rotated files."""
+    if log_path is None:
+        return 0
+    total = 0
+    for path in log_path.parent.glob(log_path.name + "*"):
+        with contextlib.suppress(OSError):
+            total += path.stat().st_blocks * 512
+    return total
+
+
+def sandbox_disk_bytes(target: DiskTarget) -> int:
+    """What the sandbox holds on the host's disk: upper layer, deleted-but-open files and logs."""
+    return (
+        disk_usage(target.upper)
+        + deleted_open_bytes(container_pids(target.container_id))
+        + log_bytes(target.log_path)
+    )
 
 
 def disk_usage(folder: Path) -> int:
@@ -67,7 +149,7 @@ class DiskWatch:
         self._blocking = blocking
         self.hard_limits: bool | None = None
         """Whether Docker enforces `size=` here; None until the first create finds out."""
-        self._watched: dict[str, tuple[Path, int]] = {}
+        self._watched: dict[str, tuple[DiskTarget, int]] = {}
         self.exceeded: dict[str, str] = {}
         """Sandbox id -> why it was stopped."""
 
@@ -92,12 +174,12 @@ class DiskWatch:
         return await start(disk_quota=False)
 
     async def follow(self, client: docker.DockerClient, sandbox_id: str, limit: int) -> None:
-        """Measure the sandbox's upper layer from now on, unless Docker enforces its disk limit."""
+        """Measure the sandbox's disk from now on, unless Docker enforces its disk limit."""
         if self.hard_limits:
             return
-        upper = await self._blocking(upper_dir, client, sandbox_id)
-        if upper is not None:
-            self._watched[sandbox_id] = (upper, limit)
+        target = await self._blocking(disk_target, client, sandbox_id)
+        if target is not None:
+            self._watched[sandbox_id] = (target, limit)
 
     async def run(self, client: docker.DockerClient) -> None:
         """Forever: every CHECK_INTERVAL, kill the containers of the sandboxes over their limit."""
@@ -106,7 +188,8 @@ class DiskWatch:
             try:
                 for sandbox_id, used, limit in await self._blocking(self.over_limit):
                     detail = (
-                        f"the sandbox wrote {used / 2**20:.0f} MiB to its filesystem, over its disk limit "
+                        f"the sandbox holds {used / 2**20:.0f} MiB of disk (its filesystem, files it deleted "
+                        f"but keeps open, its log), over its disk limit "
                         f"of {limit / 2**20:.0f} MiB, and was stopped; create it with a larger `disk`, or "
                         "have it write less"
                     )
@@ -124,8 +207,8 @@ class DiskWatch:
     def over_limit(self) -> list[tuple[str, int, int]]:
         """(sandbox id, bytes used, limit) of each watched sandbox over its limit (blocking: it walks)."""
         found = []
-        for sandbox_id, (upper, limit) in list(self._watched.items()):
-            used = disk_usage(upper)
+        for sandbox_id, (target, limit) in list(self._watched.items()):
+            used = sandbox_disk_bytes(target)
             if used > limit:
                 found.append((sandbox_id, used, limit))
         return found

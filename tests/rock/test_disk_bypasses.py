@@ -1,0 +1,98 @@
+"""Ways past a sandbox's disk limit on a host where Docker cannot enforce it (issue 26 item 8): one big
+fallocate, files deleted but kept open, and the container's own log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import docker
+import pytest
+
+from rock.fleet import LocalFleet
+from rock.sdk.errors import SandboxFailed
+from rock.sdk.sandbox import Sandbox
+from rock.sdk.types import FailureReason, SandboxState
+from rock.worker.containers import container_name
+from rock.worker.disk import deleted_open_bytes, log_bytes
+
+SMALL = {"cpus": 0.5, "memory": "256m"}
+HOLD_DELETED = """
+import os, time
+held = []
+for i in range(4):
+    path = f"/var/tmp/hidden-{i}"
+    with open(path, "wb") as out:
+        out.write(os.urandom(30 * 2**20))
+    held.append(open(path, "rb"))
+    os.unlink(path)
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+HOLD_ONE = """
+import os, sys, time
+out = open(sys.argv[1], "wb")
+out.write(os.urandom(8 * 2**20)); out.flush(); os.fsync(out.fileno())
+os.unlink(sys.argv[1])
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.docker
+def test_one_fallocate_cannot_go_past_the_disk_limit(fleet: LocalFleet):
+    """`fallocate -l 3G` took 0.04 s in a disk=100m sandbox: the whole host's disk before the next check."""
+    with Sandbox("python:3.11", admin_url=fleet.url, disk="64m", **SMALL) as sandbox:
+        answer = sandbox.exec(["sh", "-c", "fallocate -l 3G /var/tmp/big; echo rc=$?; du -sk /var/tmp"])
+        assert "rc=0" not in answer.output, answer.output
+        assert "File size limit exceeded" in answer.output, answer.output  # SIGXFSZ: RLIMIT_FSIZE
+        assert int(answer.output.split()[-2]) < 64 * 1024
+
+
+@pytest.mark.docker
+def test_files_deleted_but_held_open_count_against_the_limit(fleet: LocalFleet):
+    """120 MiB in files the sandbox deleted but keeps open, in a disk=64m sandbox: no folder shows them."""
+    sandbox = Sandbox("python:3.11", admin_url=fleet.url, disk="64m", **SMALL)
+    try:
+        sandbox.write_file("/tmp/hold.py", HOLD_DELETED)
+        with pytest.raises(SandboxFailed) as caught:
+            sandbox.exec(["python3", "/tmp/hold.py"], timeout=90)
+        assert caught.value.reason == FailureReason.DISK_QUOTA
+        assert "keeps open" in caught.value.message
+        info = sandbox.refresh()
+        assert (info.state, info.failure_reason) == (SandboxState.FAILED, FailureReason.DISK_QUOTA)
+    finally:
+        sandbox.close()
+
+
+@pytest.mark.docker
+def test_the_container_log_is_capped(fleet: LocalFleet):
+    """Writing to /proc/1/fd/1 grew the container's json log to 302 MB, counted nowhere. That path is shut
+    now (the rocklet, PID 1, is not dumpable: its fds are out of reach even for root), and the log is capped
+    whatever else reaches it."""
+    client = docker.from_env()
+    with Sandbox("python:3.11", admin_url=fleet.url, user="root", **SMALL) as sandbox:
+        flood = sandbox.exec(["sh", "-c", "echo x > /proc/1/fd/1 && echo wrote"], timeout=30)
+        assert "wrote" not in flood.output
+        found = client.api.inspect_container(container_name(sandbox.id))
+    config = found["HostConfig"]["LogConfig"]
+    assert config == {"Type": "json-file", "Config": {"max-size": "10m", "max-file": "2"}}
+
+
+def test_deleted_but_open_files_and_logs_are_measured(tmp_path: Path):
+    held = tmp_path / "held"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_ONE, str(held)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        assert not held.exists()
+        assert deleted_open_bytes([holder.pid, holder.pid]) >= 8 * 2**20
+    finally:
+        holder.kill()
+        holder.wait()
+    log = tmp_path / "c-json.log"
+    log.write_bytes(b"x" * 4096)
+    (tmp_path / "c-json.log.1").write_bytes(b"y" * 8192)
+    assert log_bytes(log) >= 12288
