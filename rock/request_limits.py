@@ -29,7 +29,8 @@ Message = dict[str, Any]
 
 def streams(method: str, path: str) -> bool:
     """The routes whose bodies are passed on in pieces rather than parsed."""
-    return (method, path.rsplit("/", 1)[-1]) in {("POST", "upload"), ("PUT", "files")}
+    # ("POST", "images"): an image archive a worker loads (rock.worker.image_transfer).
+    return (method, path.rsplit("/", 1)[-1]) in {("POST", "upload"), ("PUT", "files"), ("POST", "images")}
 
 
 def too_large(limit: int) -> str:

@@ -216,6 +216,7 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
                     used=WorkerCapacity(cpus=used.cpus, memory=used.memory, slots=used.slots),
                     sandboxes=used.slots,
                     last_heartbeat=_wall(w.last_heartbeat),
+                    images=None if w.images is None else len(w.images),
                 )
             )
         return out

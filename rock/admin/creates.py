@@ -84,6 +84,7 @@ class Creates:
         admin.scheduler.check_possible(demand)
         began = time.monotonic()
         deadline = began + queue_timeout
+        prefer = None if spec.build_context else admin.images.holders(spec.image)
         ids: list[str] = []
         outcomes: dict[str, Outcome] = {}
         shares: dict[str, list[SandboxInfo]] = {}
@@ -104,7 +105,7 @@ class Creates:
                 ids[-1] = warm.id
                 outcomes[warm.id] = ("running", warm)
                 continue
-            worker_id = admin.scheduler.place_now(sandbox_id, demand, caller.name)
+            worker_id = admin.scheduler.place_now(sandbox_id, demand, caller.name, prefer)
             if worker_id is None:
                 queued.append(sandbox_id)
             else:
@@ -198,6 +199,8 @@ class Creates:
         self, worker_id: str, infos: list[SandboxInfo]
     ) -> dict[str, CreatedOnWorker | RockError]:
         spec = infos[0].spec
+        if not spec.build_context:
+            await self.admin.images.ensure(worker_id, spec.image)
         body = CreateShare(
             sandboxes=[CreateOnWorker(id=info.id, spec=info.spec, owner=info.owner) for info in infos]
         )

@@ -34,6 +34,8 @@ class Worker:
     capacity: WorkerCapacity
     last_heartbeat: float
     last_answer: float = 0.0
+    images: frozenset[str] | None = None
+    """The `repository:tag` of the images its Docker holds, as its last listing said (None: not known)."""
     """When it last answered one of the admin's requests: as good a sign of life as a heartbeat, and in a
     burst of creates, whose heartbeats queue behind them in the admin, a more recent one."""
 
@@ -132,11 +134,19 @@ class Scheduler:
         return True
 
     # placement --------------------------------------------------------------------------------------
-    def place(self, demand: Demand) -> str | None:
-        """The worker with the most free room left after placing `demand`, or None when none fits."""
+    def place(self, demand: Demand, prefer: set[str] | None = None) -> str | None:
+        """The worker with the most free room left after placing `demand`, or None when none fits; among the
+        `prefer` workers (those holding the sandbox's image) first when one of them fits."""
+        if prefer:
+            preferred = self._place(demand, prefer)
+            if preferred is not None:
+                return preferred
+        return self._place(demand, None)
+
+    def _place(self, demand: Demand, among: set[str] | None) -> str | None:
         best: tuple[float, str] | None = None
         for worker in self.workers.values():
-            if worker.id in self.unreachable:
+            if worker.id in self.unreachable or (among is not None and worker.id not in among):
                 continue
             room = room_after(worker.capacity, self.used(worker.id), demand)
             if room is not None and (
@@ -186,12 +196,14 @@ class Scheduler:
                 f"has {biggest.capacity.cpus} CPUs, {biggest.capacity.memory} bytes); ask for less"
             )
 
-    def place_now(self, sandbox_id: str, demand: Demand, owner: str) -> str | None:
+    def place_now(
+        self, sandbox_id: str, demand: Demand, owner: str, prefer: set[str] | None = None
+    ) -> str | None:
         """Reserve room at once and return the worker's id, or None when none has room or creates already
         wait (they go first)."""
         if self._waiters:
             return None
-        worker_id = self.place(demand)
+        worker_id = self.place(demand, prefer)
         if worker_id is not None:
             self._hold(sandbox_id, _Reservation(worker_id, demand, owner))
         return worker_id

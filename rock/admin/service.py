@@ -21,6 +21,7 @@ from rock.admin.auth import LOCAL, Authenticator, may_see, worker_token
 from rock.admin.config import AdminConfig, KeyPolicy
 from rock.admin.control import ControlListener
 from rock.admin.creates import Creates, error_body, group_summary
+from rock.admin.images import ImageCopies
 from rock.admin.metrics import AdminMetrics
 from rock.admin.scheduler import Scheduler, Worker, demand_of
 from rock.admin.states import LIVE, advance, as_recorded, failure_reason_of, path_to
@@ -68,6 +69,7 @@ class Admin:
         self.metrics = AdminMetrics(lambda: self.scheduler.waiting, lambda: len(self.scheduler.workers))
         self.calls = WorkerCalls(self.auth.worker_token)
         self.creates = Creates(self)
+        self.images = ImageCopies(self)
         self._live: dict[str, SandboxInfo] = {}
         self._on_worker: dict[str | None, set[str]] = {}
         """Live sandbox ids per worker, so a heartbeat costs O(that worker's sandboxes)."""
@@ -353,7 +355,11 @@ class Admin:
     # workers ----------------------------------------------------------------------------------------
     def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
         """A beat from a worker (the route has checked its worker credential)."""
-        self.scheduler.upsert_worker(Worker(beat.worker_id, beat.url, beat.capacity, time.monotonic()))
+        known = self.scheduler.workers.get(beat.worker_id)
+        images = frozenset(beat.images) if beat.images is not None else known.images if known else None
+        self.scheduler.upsert_worker(
+            Worker(beat.worker_id, beat.url, beat.capacity, time.monotonic(), images=images)
+        )
         if beat.sandboxes is None:
             return HeartbeatReply(remove=[], heartbeat_port=self.control_port)
         reported = {s.id: s for s in beat.sandboxes}

@@ -288,3 +288,5 @@ class WorkerInfo(BaseModel):
     used: WorkerCapacity | None = None
     sandboxes: int
     last_heartbeat: datetime
+    images: int | None = None
+    """How many images its Docker holds, as its last heartbeat listed them (None: not listed yet)."""

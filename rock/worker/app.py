@@ -13,6 +13,7 @@ from starlette.background import BackgroundTask
 from rock.rocklet.errors import RemoteFileNotFound as RockletFileNotFound
 from rock.rocklet.errors import RockletError
 from rock.sdk.errors import (
+    BadRequest,
     RemoteFileNotFound,
     RockError,
     SandboxRequestError,
@@ -20,9 +21,11 @@ from rock.sdk.errors import (
     WorkerUnavailable,
 )
 from rock.serving import bearer_token, error_response, install_error_handlers, same_secret
+from rock.worker import image_transfer
 from rock.worker.contract import (
     GROUP_PATH,
     HEALTH_PATH,
+    IMAGES_PATH,
     CreatedOnWorker,
     CreatedShare,
     CreateOnWorker,
@@ -90,6 +93,18 @@ def create_worker_app(
     @app.post(GROUP_PATH, status_code=201)
     async def create_share(body: CreateShare) -> CreatedShare:
         return CreatedShare(members=await worker.create_share(body.sandboxes))
+
+    @app.get(IMAGES_PATH + "/archive")
+    async def save_image(name: str) -> StreamingResponse:
+        if name not in await worker._blocking(image_transfer.local_tags, worker.docker):
+            raise BadRequest(f"worker {worker.config.id} has no image {name!r}")
+        chunks = image_transfer.save_chunks(worker.docker, name)
+        return StreamingResponse(chunks, media_type="application/x-tar")
+
+    @app.post(IMAGES_PATH, status_code=201)
+    async def load_image(request: Request) -> dict[str, list[str]]:
+        archive = await image_transfer.spool(request.stream(), worker.config.state_dir)
+        return {"loaded": await worker._blocking(image_transfer.load_file, worker.docker, archive)}
 
     @app.get("/v1/sandboxes")
     async def list_sandboxes() -> list[WorkerSandbox]:

@@ -27,6 +27,7 @@ __all__ = [
     "GROUP_PATH",
     "HEALTH_PATH",
     "HEARTBEAT_PATH",
+    "IMAGES_PATH",
     "CreateOnWorker",
     "CreateShare",
     "CreatedOnWorker",
@@ -48,6 +49,9 @@ __all__ = [
 
 HEARTBEAT_PATH = "/v1/workers/heartbeat"
 """On the admin: where workers post `Heartbeat` (with the worker credential) and get `HeartbeatReply`."""
+IMAGES_PATH = "/v1/images"
+"""On a worker: GET IMAGES_PATH/archive?name=TAG streams the image's `docker save` archive; POST IMAGES_PATH
+with such an archive as body loads it (`docker load`), answering the tags loaded."""
 GROUP_PATH = "/v1/sandbox-groups"
 """On a worker: POST `CreateShare` starts a group create's share of this worker at once (`CreatedShare`). On
 the admin: POST `CreateGroupRequest` (the user API)."""
@@ -150,6 +154,9 @@ class Heartbeat(BaseModel):
     capacity: WorkerCapacity
     sandboxes: list[WorkerSandbox] | None = None
     """None when listing the containers took too long this time: the admin reconciles at a later beat."""
+    images: list[str] | None = None
+    """The `repository:tag` of every image its Docker holds (None: not listed this time), so placement can
+    prefer workers that have a sandbox's image, and the admin can bring it to one that has not."""
     strays: list[str] = []
     """Sandboxes of this fleet whose containers run on this worker's Docker host under another worker's id
     (one lost for good, say): the admin has the ones it no longer wants removed."""

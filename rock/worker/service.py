@@ -35,7 +35,7 @@ from rock.sdk.types import (
     WorkerCapacity,
     parse_memory,
 )
-from rock.worker import containers, socket_dir
+from rock.worker import containers, image_transfer, socket_dir
 from rock.worker.config import WorkerConfig
 from rock.worker.contract import (
     CreatedOnWorker,
@@ -343,6 +343,7 @@ class WorkerService:
     async def _image(self, spec: SandboxSpec) -> str:
         """The local image to run: built from `build_context`, or `image` resolved through the alias table."""
         from rock.images import ImageError, build_image, resolve_image
+        from rock.images.build import BuildLimits
 
         try:
             if spec.build_context is not None:
@@ -494,12 +495,15 @@ class WorkerService:
         if self._listing is None:
             self._listing = asyncio.ensure_future(self.list_sandboxes())
         done, _ = await asyncio.wait({self._listing}, timeout=LISTING_WAIT)
-        listed_at, sandboxes, strays = datetime.now(UTC), None, {}
+        listed_at, sandboxes, strays, images = datetime.now(UTC), None, {}, None
         if done:
             listing, self._listing = self._listing, None
             try:
                 listed_at, sandboxes = listing.result()
                 strays = await self._list_strays()
+                images = await asyncio.get_running_loop().run_in_executor(
+                    self._heartbeat_pool, image_transfer.local_tags, self.docker
+                )
             except Exception as exc:
                 log.warning("listing this worker's containers failed: %r", exc)
         beat = Heartbeat(
@@ -508,6 +512,7 @@ class WorkerService:
             url=self.url,
             capacity=self.capacity(),
             sandboxes=sandboxes,
+            images=images,
             strays=sorted(strays),
         )
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
