@@ -343,7 +343,6 @@ class WorkerService:
     async def _image(self, spec: SandboxSpec) -> str:
         """The local image to run: built from `build_context`, or `image` resolved through the alias table."""
         from rock.images import ImageError, build_image, resolve_image
-        from rock.images.build import BuildLimits
 
         try:
             if spec.build_context is not None:
