@@ -140,9 +140,11 @@ def run_trials(
     provider: SandboxProvider | None = None,
     on_trial: ProgressHook | None = None,
 ) -> list[TrialResult]:
-    """Run every (task, attempt) not already finished under `output`; return all trials, old and new."""
+    """Run every (task, attempt) not already finished under `output`; return all trials, old and new. A
+    trial this machine could not judge (infra_error: no verdict on the task) counts as not finished, so a
+    rerun retries it."""
     output.mkdir(parents=True, exist_ok=True)
-    finished = load_finished(output)
+    finished = {key: t for key, t in load_finished(output).items() if t.verdict != "infra_error"}
     pending = [(t, a) for t in tasks for a in range(n_attempts) if (t.id, a) not in finished]
     results = [finished[(t.id, a)] for t in tasks for a in range(n_attempts) if (t.id, a) in finished]
     for trial in results:

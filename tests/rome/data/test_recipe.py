@@ -10,6 +10,8 @@ import pytest
 
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.data_stage import DataStageError
+from roll.rollout.terminal.expert import recorded_experts
+from rome.bench.runner import sandbox_provider
 from rome.data import recipe
 
 DATA = {"families": {"file-ops": {"level": 1}, "numeric": {"level": 1}}, "train_per_family": 2}
@@ -51,6 +53,16 @@ def test_the_cache_key_follows_what_changes_the_data_and_nothing_else() -> None:
     )
 
 
+def test_training_order_is_seed_by_seed_and_in_the_key() -> None:
+    config = env()
+    assert config.data is not None
+    planned = recipe.planned_instances(config.data)
+    assert list(planned)[:4] == ["file-ops-0", "numeric-0", "file-ops-1", "numeric-1"]
+    # A cached prepared.json lists the instances in the order training plays them: another order, another key.
+    reordered = dict(reversed(list(planned.items())))
+    assert recipe.dataset_key(config, reordered) != recipe.dataset_key(config, planned)
+
+
 def test_an_unknown_family_or_knob_is_named() -> None:
     with pytest.raises(DataStageError, match="no-such-family"):
         recipe.planned_instances(env(families={"no-such-family": {}}).data)  # type: ignore[arg-type]
@@ -78,6 +90,12 @@ def test_a_small_stage_runs_every_step_then_is_reused(
             assert set(json.loads(message["tool_calls"][0]["function"]["arguments"])) == {"command"}
     assert (prepared.folder / "funnel" / "report.md").is_file()
     assert any(line.startswith("data: validated 3 instances") for line in said)
+    # The kept trajectories say which calls failed, and none of them (each began with its scripted mistake)
+    # may start an expert for initialized resampling.
+    assert prepared.experts is not None
+    kept = [json.loads(line) for line in prepared.experts.read_text().splitlines()]
+    assert [m["error"] for r in kept for m in r["messages"] if m.get("tool_calls")] == [True, False] * 2
+    assert recorded_experts(prepared.experts) == {}
 
     def no_sandboxes(_env: TerminalEnvConfig) -> None:
         raise AssertionError("a complete dataset needs no sandbox")
@@ -86,3 +104,31 @@ def test_a_small_stage_runs_every_step_then_is_reused(
     again: list[str] = []
     assert recipe.prepare(config, again.append) == prepared
     assert again == [f"data: reusing {prepared.folder} (same families, seeds, generators and profile)"]
+
+
+@pytest.mark.docker
+def test_what_this_machine_could_not_judge_is_no_verdict_and_a_rerun_retries_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALE_HOME", str(tmp_path))
+    config = env(families={"file-ops": {"level": 1}}, train_per_family=1)
+    assert config.data is not None
+    planned = recipe.planned_instances(config.data)
+    tasks = tmp_path / "tasks"
+    recipe._generate(config.data, tasks, planned)
+    dockerfile = tasks / "file-ops-0" / "environment" / "Dockerfile"
+    good = dockerfile.read_text()
+    dockerfile.write_text("FROM ale/no-such-base:0\n")  # its image cannot build here: infrastructure
+    said: list[str] = []
+    with sandbox_provider("rock") as provider:
+        with pytest.raises(
+            DataStageError, match=r"1 of 2 instances could not be judged on this machine \(first, file-ops-0"
+        ):
+            recipe._validate(config.data, tasks, provider, planned, said.append)
+        verdicts = json.loads((tasks / "validation.json").read_text())["verdicts"]
+        assert verdicts["file-ops-0"]["judged"] is False
+        assert verdicts["file-ops-100000"]["valid"] is True
+        dockerfile.write_text(good)
+        sides = recipe._validate(config.data, tasks, provider, planned, said.append)
+    assert sides == {"train": ["file-ops-0"], "eval": ["file-ops-100000"], "out-of-family": []}
+    assert said[-1].startswith("data: validated 1 instances")
