@@ -32,11 +32,22 @@ def train(
     from roll.pipeline.controller import train as run_training
     from roll.pipeline.tracking import ResumeError
     from roll.rollout.gem_env import EnvUnavailableError
+    from roll.rollout.terminal.data_stage import DataStageError
+    from roll.rollout.terminal.expert import RecordedExpertsError
     from roll.rollout.terminal.tasks import TerminalTasksError
 
+    expected = (
+        WarmStartError,
+        EnvUnavailableError,
+        ResumeError,
+        TerminalTasksError,
+        RolloutFailing,
+        DataStageError,
+        RecordedExpertsError,
+    )
     try:
         run_training(parsed, console)
-    except (WarmStartError, EnvUnavailableError, ResumeError, TerminalTasksError, RolloutFailing) as error:
+    except expected as error:
         # Raised in the buffer actor, a RolloutFailing arrives wrapped by Ray; its cause holds the message.
         console.print(f"[red]{escape(str(getattr(error, 'cause', None) or error))}[/red]")
         raise typer.Exit(1) from error

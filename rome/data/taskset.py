@@ -113,6 +113,8 @@ def generate_seeds(
     """The instances with these seeds of one family into the task set `out` (made if needed)."""
     family = get_family(family_name)
     family.parse_knobs(knobs or {})  # a bad knob fails before anything is written
+    if out.exists() and not out.is_dir():
+        raise TaskSetError(f"{out} is a file, not a folder; pick a new or empty folder for --out")
     out.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(out) if (out / MANIFEST).is_file() else Manifest()
     if not (out / MANIFEST).is_file() and any(p for p in out.iterdir() if not p.name.startswith(".")):

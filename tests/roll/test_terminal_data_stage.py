@@ -29,7 +29,7 @@ def test_tasks_are_either_named_or_generated() -> None:
 
 
 def test_held_out_seeds_may_not_overlap_the_train_seeds() -> None:
-    # Held-out candidates that repeat a train instance are skipped, so 2 held-out instances may draw on 100 seeds.
+    # Held-out candidates that repeat a train instance are skipped: 2 held-out instances may draw on 100 seeds.
     with pytest.raises(
         ValidationError, match=r"train seeds 0\.\.9 and the held-out candidates' seeds 5\.\.104"
     ):
@@ -120,3 +120,27 @@ def test_the_grpo_baseline_has_the_recipes_budget() -> None:
     same = {"name", "loss", "env"}
     assert ipa.model_dump(exclude=same) == grpo.model_dump(exclude=same)
     assert ipa.env.model_dump(exclude={"resampling"}) == grpo.env.model_dump(exclude={"resampling"})
+
+
+def test_data_and_expert_errors_are_one_line_before_anything_starts(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from roll.cli import app
+
+    root = Path(__file__).resolve().parents[2]
+
+    def train(*overrides: str) -> str:
+        result = CliRunner().invoke(app, ["train", str(root / "configs" / "ipa.yaml"), *overrides])
+        assert result.exit_code == 1, result.output
+        assert "Traceback" not in result.output and result.exception is not None
+        return " ".join(result.output.split())
+
+    out = train("env.data.families.nosuch.level=1", f"output_dir={tmp_path}")
+    assert "env.data.families: unknown family 'nosuch'" in out
+    terminal = root / "configs" / "ipa_terminal.yaml"
+    missing = tmp_path / "missing.jsonl"
+    result = CliRunner().invoke(
+        app, ["train", str(terminal), f"env.experts={missing}", f"output_dir={tmp_path}"]
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"env.experts: {missing} cannot be read" in " ".join(result.output.split())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.expert import ExpertStep, oracle_expert
+from roll.rollout.terminal.expert import ExpertStep, oracle_expert, recorded_experts
 from rome.terminal_tasks.task import Task, load_task
 
 
@@ -38,12 +38,15 @@ def oracle_experts(tasks: list[Task]) -> dict[str, list[ExpertStep]]:
 
 
 def prepare_terminal_env(config: TerminalEnvConfig) -> list[Task]:
-    """Before any actor starts: the tasks load, the base images exist and every task's image is built (once
-    here, so rollout workers never build the same image at the same time)."""
+    """Before any actor starts (and before the SFT warm start): the tasks load, env.experts reads (a bad file
+    raises RecordedExpertsError naming its line), the base images exist and every task's image is built
+    (once here, so rollout workers never build the same image at the same time)."""
     from rock.images import ensure_base_images
     from rome.terminal_tasks.images import TaskImageError, ensure_image
 
     tasks = load_terminal_tasks(config) + load_terminal_tasks(config, held_out=True)
+    if config.experts is not None:
+        recorded_experts(config.experts)
     ensure_base_images()
     for task in tasks:
         try:

@@ -90,6 +90,8 @@ def test_a_folder_that_is_not_a_task_set(tmp_path: Path) -> None:
         read_manifest(tmp_path)
     with pytest.raises(TaskSetError, match="other files"):
         generate("numeric", 1, 0, tmp_path)
+    with pytest.raises(TaskSetError, match="is a file, not a folder"):
+        generate("numeric", 1, 0, tmp_path / "notes.txt")
 
 
 def test_split_keeps_seeds_apart(tmp_path: Path) -> None:
