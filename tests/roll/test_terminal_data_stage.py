@@ -29,7 +29,7 @@ def test_tasks_are_either_named_or_generated() -> None:
 
 
 def test_held_out_seeds_may_not_overlap_the_train_seeds() -> None:
-    # Held-out candidates that repeat a train instance are skipped: 2 held-out instances may draw on 100 seeds.
+    # Held-out candidates that repeat a train instance are skipped: 2 held-out ones may draw on 100 seeds.
     with pytest.raises(
         ValidationError, match=r"train seeds 0\.\.9 and the held-out candidates' seeds 5\.\.104"
     ):

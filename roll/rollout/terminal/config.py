@@ -153,8 +153,8 @@ class TerminalDataConfig(StrictConfig):
         if train.start < held_out.stop and held_out.start < train.stop:
             raise ValueError(
                 f"env.data: train seeds {train.start}..{train.stop - 1} and the held-out candidates' seeds "
-                f"{held_out.start}..{held_out.stop - 1} ({HELD_OUT_SEEDS_PER_INSTANCE} per held-out instance) "
-                "overlap; move eval_seed past the train seeds"
+                f"{held_out.start}..{held_out.stop - 1} ({HELD_OUT_SEEDS_PER_INSTANCE} per held-out "
+                "instance) overlap; move eval_seed past the train seeds"
             )
         return self
 
