@@ -30,6 +30,7 @@ from rock.sdk.types import (
     ExecRequest,
     ForwardRequest,
     GroupCreated,
+    NetworkRequest,
     RunRequest,
     SandboxInfo,
     SessionRequest,
@@ -194,6 +195,11 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
                 sandbox_id, who, "GET", "download", params={"path": path}, timeout=600.0, stream=True
             )
         )
+
+    @app.put("/v1/sandboxes/{sandbox_id}/network", responses=R.FORWARD)
+    async def set_network(sandbox_id: str, body: NetworkRequest, who: Caller) -> Response:
+        """Narrow a sandbox's network to `none` for a phase, or give back the one it was made with."""
+        return _passthrough(await admin.forward(sandbox_id, who, "PUT", "network", json=body.model_dump()))
 
     @app.post("/v1/sandboxes/{sandbox_id}/forward", responses=R.FORWARD)
     async def forward(sandbox_id: str, body: ForwardRequest, who: Caller) -> Response:

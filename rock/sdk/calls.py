@@ -32,6 +32,7 @@ from rock.sdk.types import (
     ExecRequest,
     ForwardRequest,
     GroupCreated,
+    NetworkRequest,
     Observation,
     RunRequest,
     SandboxInfo,
@@ -236,6 +237,12 @@ def upload(sandbox_id: str, tar: bytes | Iterable[bytes] | AsyncIterable[bytes],
 
 def download(sandbox_id: str, path: str) -> Call[bytes]:
     return Call("GET", f"/v1/sandboxes/{sandbox_id}/download", _content, params={"path": path}, timeout=600.0)
+
+
+def set_network(sandbox_id: str, network: str) -> Call[str]:
+    body = NetworkRequest(network=network)  # type: ignore[arg-type]
+    path = f"/v1/sandboxes/{sandbox_id}/network"
+    return Call("PUT", path, lambda r: str(r.json()["network"]), json=body.model_dump())
 
 
 def forward(sandbox_id: str, port: int, target_socket: str) -> Call[int]:

@@ -201,6 +201,11 @@ class Sandbox:
         """Listen on 127.0.0.1:`port` inside the sandbox, forwarding to `target_socket`; returns the port."""
         return self._do(calls.forward(self.id, port, target_socket))
 
+    def set_network(self, network: Network) -> str:
+        """Narrow the running sandbox's network to `none`, or give back the one it was made with (never
+        more): for a phase that asks less of the network than another. Returns the network it now has."""
+        return self._do(calls.set_network(self.id, network))
+
     def close(self) -> None:
         """Delete the sandbox (its container goes away) and close the connection. Closing twice is fine."""
         try:

@@ -40,6 +40,7 @@ __all__ = [
     "ForwardRequest",
     "GroupCreated",
     "GroupMember",
+    "NetworkRequest",
     "Observation",
     "RunRequest",
     "SandboxInfo",
@@ -242,6 +243,14 @@ class ForwardRequest(BaseModel):
     port: int = Field(ge=0, le=65535)
     """TCP port on 127.0.0.1 inside the sandbox; 0 picks a free one."""
     target_socket: SandboxPath = "/run/rock/model.sock"
+
+
+class NetworkRequest(BaseModel):
+    """A running sandbox's network for the next phase: `none`, or back to the one it was made with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    network: Literal["none", "packages", "bridge"]
 
 
 class ErrorBody(BaseModel):

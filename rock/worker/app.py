@@ -20,6 +20,7 @@ from rock.sdk.errors import (
     Unauthorized,
     WorkerUnavailable,
 )
+from rock.sdk.types import NetworkRequest
 from rock.serving import bearer_token, error_response, install_error_handlers, same_secret
 from rock.worker import image_transfer
 from rock.worker.contract import (
@@ -161,6 +162,10 @@ def create_worker_app(
         return StreamingResponse(
             archive.aiter_raw(), media_type="application/x-tar", background=BackgroundTask(archive.aclose)
         )
+
+    @app.put("/v1/sandboxes/{sandbox_id}/network")
+    async def set_network(sandbox_id: str, body: NetworkRequest) -> dict[str, str]:
+        return {"network": await worker.set_network(sandbox_id, body.network)}
 
     @app.post("/v1/sandboxes/{sandbox_id}/forward")
     async def forward(sandbox_id: str, body: ForwardRequest) -> Response:

@@ -73,6 +73,8 @@ class WorkerService:
         self._clients: dict[str, RockletClient] = {}
         self._packages = PackageBridges(config.pypi_cache, config.apt_cache)
         self._specs: dict[str, SandboxSpec] = {}
+        # The network a sandbox has now, when a phase narrowed it (rock.worker.phase_network).
+        self._networks: dict[str, str] = {}
         self._starting: set[str] = set()
         self._oom = OomWatch()
         self._removing: set[str] = set()
@@ -376,9 +378,23 @@ class WorkerService:
             command = f"[ -d /etc/apt/apt.conf.d ] && printf '%s' '{APT_CONF}' > {APT_CONF_PATH} || true"
             await client.exec(["sh", "-c", command], timeout=30)
 
+    async def set_network(self, sandbox_id: str, network: str) -> str:
+        """Narrow the sandbox's network to `none`, or give back the one it was made with; returns it."""
+        from rock.worker.phase_network import switch
+
+        spec = self._specs.get(sandbox_id)
+        if spec is None:
+            raise SandboxNotFound(f"worker {self.config.id} has no sandbox {sandbox_id}")
+        current = self._networks.get(sandbox_id, spec.network)
+        host_dir = self.config.run_dir / sandbox_id
+        now = await switch(self.docker, self._packages, sandbox_id, host_dir, spec.network, current, network)
+        self._networks[sandbox_id] = now
+        return now
+
     async def _remove(self, sandbox_id: str) -> bool:
         client = self._clients.pop(sandbox_id, None)
         self._specs.pop(sandbox_id, None)
+        self._networks.pop(sandbox_id, None)
         self._rocklet_pids.pop(sandbox_id, None)
         self._oom.forget(sandbox_id)
         # Why a sandbox was given up on (disk, socket) stays known: a call still in flight reports it.

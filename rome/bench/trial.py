@@ -272,7 +272,7 @@ def _enter_phase(
         phase
     ]
     if switch is not None:
-        switch(policy)
+        policy = switch(policy)
     setattr(result, f"network_{phase}", policy)
 
 

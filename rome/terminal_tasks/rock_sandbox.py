@@ -9,7 +9,7 @@ from pathlib import Path
 from rock.sdk import CommandTimeout, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
 from rome.terminal_tasks.grading_guard import Baseline, take_baseline
-from rome.terminal_tasks.network import POLICIES, allowlist_cidrs, grant
+from rome.terminal_tasks.network import allowlist_cidrs, grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
 from rome.terminal_tasks.task import Task
 
@@ -55,11 +55,8 @@ class RockSandbox:
             except ValueError as exc:
                 self.network_policy = "packages" if package_cache else "none"
                 self.notes.append(f"{exc}; granted {self.network_policy} instead")
-        if POLICIES.index(task.network.agent) < POLICIES.index(self.network_policy):
-            # One network for the sandbox's life, the larger phase's wish: the trial notes what the agent got.
-            self.notes.append(
-                f"the agent asked for {task.network.agent} but shares the sandbox's {self.network_policy}"
-            )
+        # Made with the larger phase's wish; `set_network` narrows it for the phase that asks less.
+        self._phase_policy = self.network_policy
         try:
             self._sandbox = open_sandbox(
                 image=image,
@@ -88,6 +85,23 @@ class RockSandbox:
         except SandboxError:
             self.close()
             raise
+
+    def set_network(self, policy: str) -> str:
+        """The next phase's network, switched in place: `none` when `policy` is none, else the sandbox's own
+        (ROCK can take a network away and give it back, not swap it for a smaller one). Returns what the
+        phase has, with a note when that is more than it asked for."""
+        wanted = "none" if policy == "none" else self.network_policy
+        if wanted != policy:
+            note = f"a phase asked for {policy} but has the sandbox's {wanted} (ROCK cannot narrow to it)"
+            if note not in self.notes:
+                self.notes.append(note)
+        if wanted != self._phase_policy:
+            try:
+                self._sandbox.set_network(SANDBOX_NETWORK[wanted])  # type: ignore[arg-type]
+            except RockError as exc:
+                raise SandboxError(f"sandbox {self._sandbox.id}: switching network failed: {exc}") from exc
+            self._phase_policy = wanted
+        return wanted
 
     @property
     def rock(self) -> Sandbox:
