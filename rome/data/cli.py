@@ -89,9 +89,14 @@ def split(
         result = run(tasks, eval_fraction)
     except TaskSetError as error:
         raise fail(str(error)) from error
+    repeats = (
+        f"; {len(result.repeats)} held out of both (they repeat a train instruction or oracle)"
+        if result.repeats
+        else ""
+    )
     console.print(
         f"{len(result.train)} train instances ({len(result.train_seeds)} seeds), {len(result.eval)} eval "
-        f"({len(result.eval_seeds)} seeds); written to {tasks / 'split.json'}"
+        f"({len(result.eval_seeds)} seeds){repeats}; written to {tasks / 'split.json'}"
     )
 
 

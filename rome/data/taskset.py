@@ -158,6 +158,11 @@ class Split(BaseModel):
     eval: list[str]
     train_seeds: list[int]
     eval_seeds: list[int]
+    repeats: list[str] = Field(
+        default_factory=list,
+        description="Instances on the eval side that repeat a train instance's instruction or oracle "
+        "commands (or an earlier eval instance's): held out of both sides (evaluating on them tests memory).",
+    )
 
 
 def is_eval_seed(seed: int, eval_fraction: float) -> bool:
@@ -167,13 +172,30 @@ def is_eval_seed(seed: int, eval_fraction: float) -> bool:
 
 
 def split(root: Path, eval_fraction: float) -> Split:
-    """Record which instances are train and which eval in `split.json`; train and eval share no seed."""
+    """Record which instances are train and which eval in `split.json`: train and eval share no seed, and no
+    eval instance repeats a train instance's instruction or oracle commands, or another eval instance's (such
+    instances are listed as `repeats` and left out of both)."""
+    from rome.data.novelty import SeenTasks
+
     if not 0 < eval_fraction < 1:
         raise TaskSetError(f"--eval-fraction must be between 0 and 1 (exclusive), not {eval_fraction}")
     manifest = read_manifest(root)
-    train, evaluation = [], []
+    train, candidates = [], []
     for task_id, entry in sorted(manifest.instances.items()):
-        (evaluation if is_eval_seed(entry.seed, eval_fraction) else train).append(task_id)
+        (candidates if is_eval_seed(entry.seed, eval_fraction) else train).append(task_id)
+
+    def made(task_id: str):  # type: ignore[no-untyped-def]
+        entry = manifest.instances[task_id]
+        return get_family(entry.family).make(entry.seed, entry.knobs)
+
+    seen = SeenTasks()
+    for task_id in train:
+        seen.add(made(task_id))
+    evaluation, repeats = [], []
+    for task_id in candidates:
+        instance = made(task_id)
+        (repeats if seen.repeats(instance) else evaluation).append(task_id)
+        seen.add(instance)
     seeds = {task_id: entry.seed for task_id, entry in manifest.instances.items()}
     result = Split(
         eval_fraction=eval_fraction,
@@ -181,6 +203,7 @@ def split(root: Path, eval_fraction: float) -> Split:
         eval=evaluation,
         train_seeds=sorted({seeds[t] for t in train}),
         eval_seeds=sorted({seeds[t] for t in evaluation}),
+        repeats=repeats,
     )
     assert not set(result.train_seeds) & set(result.eval_seeds)
     write_atomic(root / SPLIT, result.model_dump_json(indent=2) + "\n")

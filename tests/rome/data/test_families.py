@@ -11,6 +11,7 @@ import pytest
 
 from rome.data.families import FAMILIES, KnobError, UnknownFamily, get_family
 from rome.data.families.fix_bug import PROGRAMS, _sed
+from rome.data.novelty import overlap
 from rome.data.taskset import TaskSetError, generate, is_eval_seed, read_manifest, split
 from rome.terminal_tasks.task import load_tasks
 
@@ -99,9 +100,15 @@ def test_split_keeps_seeds_apart(tmp_path: Path) -> None:
         generate(name, 40, 0, tmp_path)
     result = split(tmp_path, 0.25)
     assert not set(result.train_seeds) & set(result.eval_seeds)
-    assert len(result.train) + len(result.eval) == 120
+    assert len(result.train) + len(result.eval) + len(result.repeats) == 120
+    made = {
+        t: get_family(t.rsplit("-", 1)[0]).make(int(t.rsplit("-", 1)[1]))
+        for t in read_manifest(tmp_path).instances
+    }
+    assert overlap([made[t] for t in result.train], [made[t] for t in result.eval]) == []
+    assert overlap([made[t] for t in result.train], [made[t] for t in result.repeats]) == result.repeats
     # A seed's side is the same for every family: the three families share seeds 0..39.
-    assert len(result.eval) == 3 * len(result.eval_seeds)
+    assert len(result.eval) + len(result.repeats) == 3 * len(result.eval_seeds)
     assert set(result.eval_seeds) == {s for s in range(40) if is_eval_seed(s, 0.25)}
     assert json.loads((tmp_path / "split.json").read_text())["eval"] == result.eval
     with pytest.raises(TaskSetError, match="between 0 and 1"):
