@@ -24,6 +24,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
+from rock.admin import responses as R
 from rock.admin.auth import LOCAL
 from rock.admin.config import KeyPolicy
 from rock.admin.service import Admin
@@ -141,7 +142,7 @@ def fleet_router(admin: Admin, log: CommandLog, identify: Callable[..., KeyPolic
         """Whether the page must ask for a key before it asks for data (says nothing else)."""
         return {"key_required": admin.auth.required}
 
-    @router.get("/ui/api/fleet")
+    @router.get("/ui/api/fleet", responses=R.errors())
     async def fleet(who: KeyPolicy = Depends(identify)) -> dict[str, Any]:
         workers = []
         for worker in admin.scheduler.workers.values():
@@ -193,7 +194,7 @@ def fleet_router(admin: Admin, log: CommandLog, identify: Callable[..., KeyPolic
             ],
         }
 
-    @router.get("/ui/api/sandboxes/{sandbox_id}/commands")
+    @router.get("/ui/api/sandboxes/{sandbox_id}/commands", responses=R.errors(*R.SANDBOX))
     async def commands(sandbox_id: str, who: KeyPolicy = Depends(identify)) -> list[dict[str, Any]]:
         await admin.get(sandbox_id, who)  # 404 unless the caller may see it, as GET /v1/sandboxes/{id}
         return log.recent(sandbox_id)
