@@ -94,3 +94,19 @@ def test_none_has_no_cache(fleet) -> None:
     with Sandbox(image="python:3.11-slim", network="none", user="root", admin_url=fleet.url) as box:
         run = box.exec(["bash", "-c", "pip download --no-deps -d /tmp/w six"], timeout=120)
         assert run.exit_code != 0 and "PIP_INDEX_URL" not in box.exec(["env"], timeout=30).output
+
+
+def test_the_uv_installer_pattern_works_from_the_cache(fleet) -> None:
+    """Terminal-Bench's `curl -LsSf https://astral.sh/uv/install.sh | sh`, then uvx, with packages egress
+    only: uv comes from the cache (rock.worker.installers), its packages too, and other HTTPS stays shut."""
+    script = (
+        "apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends curl >/dev/null "
+        "&& curl -LsSf https://astral.sh/uv/install.sh | sh "
+        '&& . "$HOME/.local/bin/env" && uvx --from pytest pytest --version '
+        "&& { curl -sSf https://pypi.org/simple/ >/dev/null && echo OPEN || echo SHUT; }"
+    )
+    with Sandbox(image="python:3.11-slim", network="packages", user="root", admin_url=fleet.url) as box:
+        run = box.exec(["bash", "-c", script], timeout=600)
+    assert run.exit_code == 0, run.output[-3000:]
+    assert "from the package cache" in run.output and "pytest " in run.output, run.output[-3000:]
+    assert run.output.strip().splitlines()[-1] == "SHUT", run.output[-3000:]
