@@ -1,0 +1,160 @@
+"""Does the recipe learn, and does it replicate? N independent end-to-end `roll train` runs of one or two
+configs, one per seed, and the table every learning claim in the README comes from.
+
+Each run is a fresh `roll train CONFIG` process with the seed in the trainer, the engine and the SFT warm
+start (its own SFT output folder), so the runs share nothing but the data stage's content-addressed cache
+(generated and validated tasks, teacher trajectories: the same for every seed). Per run it prints base,
+after SFT and after RL success on the in-family held-out set (new instances of the trained families), RL
+against SFT instance by instance (won, lost, two-sided exact sign test p), and the same for the
+out-of-family held-out set. With two configs (e.g. IPA and GRPO) it pairs their final evaluations seed by
+seed. A run that failed or did not gain stays in the table. The last line is JSON.
+
+    python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 1 2 3 4
+    python benchmarks/learning.py --config configs/ipa.yaml --config configs/grpo.yaml --seeds 0 1 2
+    python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 1 --table-only   # existing runs
+    python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 --set steps=2      # a quick try
+
+Baseline: the SFT model is each run's own baseline (RL vs SFT); with two configs, the second is the first's.
+A learning run needs the machine to itself: write the load average (printed per run) next to the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from roll.pipeline.comparison import Paired, RunRow, final_vs, run_row, verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_name(config: Path, seed: int) -> str:
+    return f"{config.stem}-s{seed}"
+
+
+def seeded(seed: int, out: Path, config: Path) -> list[str]:
+    """The overrides that make run `seed` independent: trainer, engine and SFT seeds, its own folders."""
+    name = run_name(config, seed)
+    return [
+        f"name={name}",
+        f"output_dir={out / name}",
+        f"trainer.seed={seed}",
+        f"engines.engine.seed={seed}",
+        f"warm_start.overrides=[seed={seed}, output_dir={out / ('sft-s' + str(seed))}]",
+    ]
+
+
+def train(config: Path, seed: int, out: Path, extra: list[str], console: Console) -> dict[str, Any]:
+    """One full `roll train` in its own process; its wall time, exit code and the load around it."""
+    name = run_name(config, seed)
+    command = [sys.executable, "-m", "roll.cli", "train", str(config), *seeded(seed, out, config), *extra]
+    load_before = os.getloadavg()[0]
+    console.print(f"[bold]{name}[/bold]: {' '.join(command[3:])} (load {load_before:.2f})")
+    started = time.perf_counter()
+    log = out / f"{name}.log"
+    with log.open("w") as handle:
+        finished = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, check=False)
+    wall = time.perf_counter() - started
+    console.print(f"  exit {finished.returncode} after {wall / 60:.1f} min; log {log}")
+    return {"exit": finished.returncode, "minutes": wall / 60, "load_before": load_before}
+
+
+def read_evals(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "eval.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _pair(result: Paired | None) -> str:
+    if result is None:
+        return "-"
+    return f"{result.points:+.0f} pts, +{result.gained}/-{result.lost}, p = {result.p:.3g}"
+
+
+def table(config: Path, rows: list[RunRow], runs: dict[str, dict[str, Any]]) -> Table:
+    out = Table(title=f"{config}: held-out success by seed")
+    for header in ("run", "base", "SFT", "RL", "RL vs SFT (in family)", "out of family: SFT -> RL", "min"):
+        out.add_column(header, overflow="fold")
+    for row in rows:
+        other = row.out_of_family
+        apart = "-" if other is None else f"{other.before:.0%} -> {other.after:.0%} ({_pair(other)})"
+        minutes = runs.get(row.name, {}).get("minutes")
+        out.add_row(
+            row.name,
+            _pct(row.base),
+            _pct(row.sft),
+            _pct(row.rl),
+            _pair(row.rl_vs_sft),
+            apart,
+            "-" if minutes is None else f"{minutes:.1f}",
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", type=Path, action="append", required=True, help="A config (one or two).")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "learning", help="Runs and logs go here.")
+    parser.add_argument("--set", action="append", default=[], help="An override for every run (key=value).")
+    parser.add_argument("--table-only", action="store_true", help="Read the runs already in --out.")
+    args = parser.parse_args()
+    if len(args.config) > 2:
+        parser.error("give one config, or two to compare (e.g. IPA and GRPO)")
+    console = Console(width=200)
+    args.out.mkdir(parents=True, exist_ok=True)
+    ledger_path = args.out / "runs.json"
+    ledger: dict[str, dict[str, Any]] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+    if not args.table_only:
+        for seed in args.seeds:
+            for config in args.config:
+                ledger[run_name(config, seed)] = train(config, seed, args.out, args.set, console)
+                ledger_path.write_text(json.dumps(ledger, indent=2) + "\n")
+    results: dict[str, Any] = {"seeds": args.seeds, "overrides": args.set, "configs": {}}
+    evals = {
+        (config, seed): read_evals(args.out / run_name(config, seed))
+        for config in args.config
+        for seed in args.seeds
+    }
+    for config in args.config:
+        rows = [run_row(run_name(config, seed), evals[(config, seed)]) for seed in args.seeds]
+        console.print(table(config, rows, ledger))
+        summary = verdict(rows)
+        mean = "-" if summary.mean_points is None else f"{summary.mean_points:+.1f} points"
+        console.print(
+            f"{config}: RL > SFT with p < 0.05 in {summary.significant} of {summary.runs} runs "
+            f"({summary.finished} finished); mean in-family gain {mean}"
+        )
+        results["configs"][str(config)] = {
+            "runs": [row.as_json() | {"ledger": ledger.get(row.name)} for row in rows],
+            "verdict": summary.__dict__,
+        }
+    if len(args.config) == 2:
+        first, second = args.config
+        pairs = {}
+        for seed in args.seeds:
+            result = final_vs(evals[(first, seed)], evals[(second, seed)])
+            pairs[seed] = None if result is None else result.__dict__ | {"points": result.points}
+            console.print(f"seed {seed}: {first.stem} vs {second.stem} after RL: {_pair(result)}")
+        results["pairs"] = {f"{first.stem} vs {second.stem}": pairs}
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
