@@ -238,6 +238,11 @@ class _AgentView:
         merged = {**self._env, **(env or {})}
         return self._sandbox.run(command, timeout=timeout, env=merged or None)
 
+    @property
+    def workdir(self) -> str | None:
+        """Where agents that run their own commands (iflow's executor) should start."""
+        return self._workdir or getattr(self._sandbox, "workdir", None)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sandbox, name)
 
