@@ -6,6 +6,7 @@ Every container carries labels `rock.worker` and `rock.sandbox`, so a restarted 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ def start_container(
     env: dict[str, str],
     disk_quota: bool,
     labels: dict[str, str] | None = None,
+    prepare: Callable[[docker.DockerClient, str], None] | None = None,
 ) -> str:
     """Create and start the sandbox's container; returns its id. Never pulls: images are local.
 
@@ -128,6 +130,8 @@ def start_container(
         working_dir=home,
         host_config=host_config,
     )["Id"]
+    if prepare is not None:  # between create and start (rock.worker.scratch: the layer's own filesystem)
+        prepare(client, container_id)
     try:
         api.start(container_id)
     except docker.errors.APIError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import stat
@@ -25,6 +26,7 @@ import docker
 import docker.errors
 
 from rock.worker.containers import container_name, kill_container
+from rock.worker.scratch import LoopScratch, ScratchError
 
 log = logging.getLogger("rock.worker")
 CHECK_INTERVAL = 1.0
@@ -142,20 +144,29 @@ def disk_usage(folder: Path) -> int:
 
 
 class DiskWatch:
-    """The sandboxes whose disk limit Docker does not enforce, and those found over it (and stopped)."""
+    """How this worker holds sandboxes to their disk limit, the sandboxes it measures, and those found over
+    it (and stopped). In order of preference: Docker's `size=` (xfs with pquota), a filesystem of the
+    sandbox's own size (rock.worker.scratch: loop devices), or measuring every CHECK_INTERVAL."""
 
-    def __init__(self, blocking: Callable[..., Awaitable[Any]]) -> None:
-        """`blocking(fn, *args)`: runs a blocking call off the event loop."""
+    def __init__(self, blocking: Callable[..., Awaitable[Any]], scratch: LoopScratch | None = None) -> None:
+        """`blocking(fn, *args)`: runs a blocking call off the event loop. `scratch`: where per-sandbox
+        filesystems may be made (None: never)."""
         self._blocking = blocking
         self.hard_limits: bool | None = None
         """Whether Docker enforces `size=` here; None until the first create finds out."""
+        self.scratch = scratch
+        self._scratch_problem: str | None = None if scratch is not None else "no scratch folder given"
+        self._scratch_checked = scratch is None
+        self._bounded: set[str] = set()
+        """Sandboxes on a filesystem of their own size: nothing to measure."""
         self._watched: dict[str, tuple[DiskTarget, int]] = {}
         self.exceeded: dict[str, str] = {}
         """Sandbox id -> why it was stopped."""
 
-    async def start(self, start: Callable[..., Awaitable[str]]) -> str:
-        """`start(disk_quota=...)` with Docker's hard disk limit; once Docker refuses it (its storage driver
-        cannot), without it from then on, this watch enforcing the limit instead."""
+    async def start(self, start: Callable[..., Awaitable[str]], sandbox_id: str = "", disk: int = 0) -> str:
+        """`start(disk_quota=..., prepare=...)` with Docker's hard disk limit; once Docker refuses it (its
+        storage driver cannot), from then on with a filesystem of the sandbox's own size where this host can
+        make one, else with this watch measuring instead."""
         if self.hard_limits is not False:
             try:
                 container_id = await start(disk_quota=True)
@@ -163,19 +174,63 @@ class DiskWatch:
                 if not storage_opt_unsupported(exc):
                     raise
                 log.warning(
-                    "Docker here cannot limit a container's disk (%s); this worker measures each sandbox's "
-                    "writes instead and stops the ones over their limit (a soft limit: see docker/README.md)",
+                    "Docker here cannot limit a container's disk (%s); this worker gives each sandbox a "
+                    "filesystem of its own size where it can, else measures its writes (docker/README.md)",
                     exc.explanation or exc,
                 )
                 self.hard_limits = False
             else:
                 self.hard_limits = True
                 return container_id
+        if not self._scratch_checked:
+            self._scratch_checked = True
+            assert self.scratch is not None
+            self._scratch_problem = await self._blocking(self.scratch.usable)
+            if self._scratch_problem is not None:
+                log.warning(
+                    "no per-sandbox filesystems here (%s): disk limits are measured (soft)",
+                    self._scratch_problem,
+                )
+        if self._scratch_problem is None and sandbox_id:
+            return await start(
+                disk_quota=False, prepare=functools.partial(self._own_filesystem, sandbox_id, disk)
+            )
         return await start(disk_quota=False)
 
+    def _own_filesystem(
+        self, sandbox_id: str, disk: int, client: docker.DockerClient, container_id: str
+    ) -> None:
+        """Between the container's create and start (blocking): its layer folder onto a filesystem of
+        `disk` bytes. If that fails the sandbox is measured instead, and the worker says why."""
+        assert self.scratch is not None
+        try:
+            upper = client.api.inspect_container(container_id)["GraphDriver"]["Data"]["UpperDir"]
+            self.scratch.attach(sandbox_id, Path(upper).parent, disk)
+        except (ScratchError, KeyError, TypeError, OSError, docker.errors.APIError) as exc:
+            log.warning(
+                "sandbox %s gets no filesystem of its own (%s): its disk is measured", sandbox_id, exc
+            )
+            return
+        self._bounded.add(sandbox_id)
+
+    async def release(self, sandbox_id: str) -> None:
+        """Before the container is removed: detach its filesystem (Docker cannot remove a mounted layer)."""
+        self._bounded.discard(sandbox_id)
+        if self.scratch is not None:
+            await self._blocking(self.scratch.detach, sandbox_id)
+
+    async def release_others(self, keep: set[str]) -> None:
+        """Detach the filesystems of sandboxes this worker no longer has (left by a crash)."""
+        if self.scratch is not None:
+            for sandbox_id in await self._blocking(self.scratch.sandboxes):
+                if sandbox_id not in keep:
+                    await self.release(sandbox_id)
+                else:
+                    self._bounded.add(sandbox_id)
+
     async def follow(self, client: docker.DockerClient, sandbox_id: str, limit: int) -> None:
-        """Measure the sandbox's disk from now on, unless Docker enforces its disk limit."""
-        if self.hard_limits:
+        """Measure the sandbox's disk from now on, unless its limit is enforced (Docker, own filesystem)."""
+        if self.hard_limits or sandbox_id in self._bounded:
             return
         target = await self._blocking(disk_target, client, sandbox_id)
         if target is not None:

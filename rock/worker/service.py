@@ -50,6 +50,7 @@ from rock.worker.heartbeats import Heartbeats
 from rock.worker.identity import claim_id
 from rock.worker.oom import OomWatch
 from rock.worker.packages import PackageBridges
+from rock.worker.scratch import LoopScratch
 from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
 
 log = logging.getLogger("rock.worker")
@@ -75,7 +76,7 @@ class WorkerService(Heartbeats):
         self._starting: set[str] = set()
         self._oom = OomWatch()
         self._removing: set[str] = set()
-        self._disk = DiskWatch(self._blocking)
+        self._disk = DiskWatch(self._blocking, LoopScratch(config.state_dir / "disks" / worker_id))
         self._closing = False
         self._tampered: dict[str, str] = {}
         """Sandbox id -> how it replaced its rocklet's socket."""
@@ -179,6 +180,7 @@ class WorkerService(Heartbeats):
         next heartbeat reports them (so an OOM-kill is not lost), and the admin's reply has them removed.
         """
         found = await self._blocking(containers.labelled, self.docker, self.config.id)
+        await self._disk.release_others({entry[0] for entry in found})
         await asyncio.gather(*(self._adopt(*entry) for entry in found))
         known = {entry[0] for entry in found}
         for leftover in self.config.run_dir.iterdir():
@@ -266,7 +268,9 @@ class WorkerService(Heartbeats):
                 labels=lifetime.sandbox_labels(spec.ttl, self._owner),
             )
             try:
-                container_id = await self._disk.start(lambda **limit: self._blocking(start, **limit))
+                container_id = await self._disk.start(
+                    lambda **limit: self._blocking(start, **limit), sandbox_id, spec.disk_bytes
+                )
             except docker.errors.APIError as exc:
                 await self._remove(sandbox_id)
                 raise SandboxFailed(
@@ -401,6 +405,7 @@ class WorkerService(Heartbeats):
             await self._packages.detach(sandbox_id)
             if client is not None:
                 await client.aclose()
+            await self._disk.release(sandbox_id)
             return await self._blocking(
                 containers.remove_container, self.docker, sandbox_id, self.config.run_dir / sandbox_id
             )
