@@ -51,7 +51,7 @@ from rock.worker.identity import claim_id
 from rock.worker.oom import OomWatch
 from rock.worker.packages import PackageBridges
 from rock.worker.scratch import LoopScratch
-from rock.worker.socket_dir import SOCKET_MOUNT, TOKEN_FILE
+from rock.worker.socket_dir import ROCKLET_SOCKET
 
 log = logging.getLogger("rock.worker")
 REAP_INTERVAL = 60.0
@@ -196,7 +196,8 @@ class WorkerService(Heartbeats):
         client = self._rocklet_client(sandbox_id)
         try:
             await client.wait_ready(timeout=5.0)
-        except RockletError as exc:
+            await self._seal_rocklet(sandbox_id)  # sealed already, unless the last worker died creating it
+        except (RockletError, SandboxFailed) as exc:
             log.warning("removing sandbox %s: its rocklet does not answer (%s)", sandbox_id, exc)
             await client.aclose()
             await self._remove(sandbox_id)
@@ -212,7 +213,7 @@ class WorkerService(Heartbeats):
             return await asyncio.shield(self._lookup_rocklet_pid(sandbox_id))
 
         return RockletClient(
-            self.config.run_dir / sandbox_id / "rocklet.sock",
+            self.config.run_dir / sandbox_id / ROCKLET_SOCKET,
             token=socket_dir.rocklet_token(self._rocklet_key, sandbox_id),
             rocklet_pid=rocklet_pid,
         )
@@ -227,7 +228,7 @@ class WorkerService(Heartbeats):
 
     # sandboxes --------------------------------------------------------------------------------------
     async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
-        from rock.runtime import rocklet_container_command, rocklet_container_env
+        from rock.runtime import rocklet_container_env
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
             raise BadRequest(f"sandbox {sandbox_id} already exists on worker {self.config.id}")
@@ -263,7 +264,7 @@ class WorkerService(Heartbeats):
                 spec=spec,
                 runtime_dir=self.runtime_dir,
                 host_dir=host_dir,
-                command=rocklet_container_command(token_file=f"{SOCKET_MOUNT}/{TOKEN_FILE}"),
+                command=socket_dir.rocklet_command(),
                 env=rocklet_container_env() | self._package_env(spec),
                 labels=lifetime.sandbox_labels(spec.ttl, self._owner),
             )
@@ -286,6 +287,7 @@ class WorkerService(Heartbeats):
             client = self._rocklet_client(sandbox_id)
             try:
                 await self._start_rocklet(client, sandbox_id, spec)
+                await self._seal_rocklet(sandbox_id)
                 if spec.network == "packages":
                     await self._connect_packages(client, sandbox_id, host_dir, spec)
             except Exception:
@@ -342,6 +344,16 @@ class WorkerService(Heartbeats):
         for outcome in (ready, limited):
             if isinstance(outcome, BaseException):
                 raise outcome
+
+    async def _seal_rocklet(self, sandbox_id: str) -> None:
+        """Make the rocklet's folder read-only (its socket is there, its token read): from now on no process
+        of the sandbox can replace the socket."""
+        try:
+            await self._blocking(socket_dir.seal_rocklet_dir, self.config.run_dir / sandbox_id)
+        except OSError as exc:
+            raise SandboxFailed(
+                f"the worker could not seal the rocklet's folder: {exc}", FailureReason.START_ERROR
+            ) from exc
 
     async def _image(self, spec: SandboxSpec) -> str:
         """The local image to run: built from `build_context`, or `image` resolved through the alias table."""

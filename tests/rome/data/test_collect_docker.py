@@ -65,7 +65,7 @@ def test_validate_excludes_a_task_whose_tests_pass_untouched_and_collect_skips_i
         assert record.tools and record.verifier.passed and record.family in ("hazard", "text-search")
     hazard = records[0]
     assert "did not run it" in hazard.messages[-1]["content"]
-    assert not any("sum.sh /app" in (s.command or "") for s in tool_steps(hazard.messages))
+    assert not any(".sh /app/" in (s.command or "") for s in tool_steps(hazard.messages))
 
 
 def test_iflow_against_a_model_of_ours_records_token_ids(provider, tmp_path: Path) -> None:
