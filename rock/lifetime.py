@@ -36,6 +36,8 @@ LABEL_OWNER_HOST = "rock.owner.host"
 LABEL_OWNER_BOOT = "rock.owner.boot"
 LABEL_OWNER_PID = "rock.owner.pid"
 LABEL_OWNER_START = "rock.owner.start"
+LABEL_OWNER_PIDNS = "rock.owner.pidns"
+"""The owner's pid namespace: its pid means something only to a process in the same one."""
 LABEL_EXPIRES = "rock.expires"
 """Unix time when the sandbox's TTL runs out."""
 LABEL_SANDBOX = "rock.sandbox"
@@ -47,6 +49,10 @@ GRACE = 60.0
 
 def boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def pid_namespace() -> str:
+    return os.readlink("/proc/self/ns/pid")
 
 
 def start_time(pid: int) -> str | None:
@@ -89,6 +95,7 @@ class Owner:
             LABEL_OWNER_BOOT: self.boot,
             LABEL_OWNER_PID: str(self.pid),
             LABEL_OWNER_START: self.start,
+            LABEL_OWNER_PIDNS: pid_namespace(),
         }
 
     def alive(self) -> bool:
@@ -96,16 +103,17 @@ class Owner:
 
 
 def owner_gone(labels: dict[str, str]) -> bool:
-    """Whether the labels prove the container's fleet owner dead: it ran on this host in this boot and its
-    pid is gone or now another process, or it ran on this host in an earlier boot. False when unknown."""
-    host, boot, pid, start = (
-        labels.get(k) for k in (LABEL_OWNER_HOST, LABEL_OWNER_BOOT, LABEL_OWNER_PID, LABEL_OWNER_START)
-    )
+    """Whether the labels prove the container's fleet owner dead: it ran on this host in this boot, in this
+    pid namespace, and its pid is gone or now another process; or it ran on this host in an earlier boot.
+    False when unknown."""
+    keys = (LABEL_OWNER_HOST, LABEL_OWNER_BOOT, LABEL_OWNER_PID, LABEL_OWNER_START, LABEL_OWNER_PIDNS)
+    host, boot, pid, start, pidns = (labels.get(k) for k in keys)
     if not (host and boot and pid and pid.isdigit() and start) or host != socket.gethostname():
         return False
     if boot != boot_id():
         return True
-    return start_time(int(pid)) != start
+    # Another pid namespace's pids are not ours to look up (a fleet run in a container on this host).
+    return pidns == pid_namespace() and start_time(int(pid)) != start
 
 
 def expired(labels: dict[str, str], now: float) -> bool:

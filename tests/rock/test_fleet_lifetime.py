@@ -110,6 +110,7 @@ def test_owner_labels_prove_death_only_on_this_host_and_boot():
     child.wait()
     assert owner_gone(gone.labels())
     assert not owner_gone({**gone.labels(), "rock.owner.host": "another-host"})  # not ours to judge
+    assert not owner_gone({**gone.labels(), "rock.owner.pidns": "pid:[1]"})  # a pid of another namespace
     assert not owner_gone({"rock.owner.pid": str(child.pid)})  # labels incomplete: never reaped
     reused = {**me.labels(), "rock.owner.start": "1"}  # our pid, but another process's start time
     assert owner_gone(reused)
