@@ -92,18 +92,29 @@ def held_out_table(evals: list[dict[str, Any]], episodes: dict[str, dict[str, An
         extra = document.get("extra") or {}
         if extra.get("kind") == "eval":
             by_label.setdefault(slug(str(extra.get("label"))), {})[episode_key(document)] = episode_id
-    keys = sorted({key for row in played for key in row["seed_rewards"]})
+    rewards = [_outcomes(row)[0] for row in played]
+    wins = [_outcomes(row)[1] for row in played]
+    apart = {key for row in played for key in (row.get("out_of_family") or {}).get("seed_rewards", {})}
+    keys = sorted({key for row_rewards in rewards for key in row_rewards}, key=lambda k: (k in apart, k))
     columns = [row["label"] for row in played]
     rows = []
     for key in keys:
         cells = []
-        for row in played:
-            reward = row["seed_rewards"].get(key)
-            won = key in set(map(str, row.get("won_seeds", [])))
+        for row, row_rewards, row_wins in zip(played, rewards, wins, strict=True):
+            reward = row_rewards.get(key)
+            won = key in row_wins
             episode = by_label.get(slug(row["label"]), {}).get(key if "#" in key else f"{key}#0")
             cells.append({"reward": reward, "won": won if reward is not None else None, "episode": episode})
-        rows.append({"key": key, "cells": cells})
+        rows.append({"key": key, "out_of_family": key in apart, "cells": cells})
     return {"columns": columns, "rows": rows}
+
+
+def _outcomes(row: dict[str, Any]) -> tuple[dict[str, float], set[str]]:
+    """An eval record's rewards and won keys, its out-of-family set (kept apart in the record) included."""
+    other = row.get("out_of_family") or {}
+    rewards = {**row.get("seed_rewards", {}), **other.get("seed_rewards", {})}
+    won = {str(k) for k in [*row.get("won_seeds", []), *other.get("won_seeds", [])]}
+    return rewards, won
 
 
 def run_view(run_dir: Path) -> dict[str, Any]:

@@ -62,3 +62,17 @@ def test_view_writes_a_self_contained_folder_and_serves_it_on_loopback(tmp_path:
 def test_a_folder_that_is_no_run_is_refused_with_what_to_pass(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["view", str(tmp_path)])
     assert result.exit_code == 2 and "pass a folder written by `roll train`" in result.output
+
+
+def test_out_of_family_instances_are_rows_of_their_own() -> None:
+    from roll.view.data import held_out_table
+
+    evals = [
+        {"label": "after SFT", "seed_rewards": {"a@0": 1.0}, "won_seeds": ["a@0"],
+         "out_of_family": {"seed_rewards": {"z@0": 0.0}, "won_seeds": []}},
+        {"label": "after RL", "seed_rewards": {"a@0": 1.0}, "won_seeds": ["a@0"],
+         "out_of_family": {"seed_rewards": {"z@0": 1.0}, "won_seeds": ["z@0"]}},
+    ]  # fmt: skip
+    table = held_out_table(evals, {})
+    assert [(r["key"], r["out_of_family"]) for r in table["rows"]] == [("a@0", False), ("z@0", True)]
+    assert [c["won"] for c in table["rows"][1]["cells"]] == [False, True]

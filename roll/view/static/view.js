@@ -137,7 +137,7 @@ function heldOutTab(main) {
       if (cell.episode) td.addEventListener("click", () => openTranscript(cell.episode));
       return td;
     });
-    return el("tr", {}, el("th", { text: row.key }), ...cells);
+    return el("tr", {}, el("th", { text: row.out_of_family ? `${row.key} (out of family)` : row.key }), ...cells);
   });
   main.append(el("div", { class: "scroll" }, el("table", { id: "held-out" }, el("thead", {}, head), el("tbody", {}, ...body))));
 }
