@@ -32,10 +32,12 @@ class Episode:
 
 @dataclass(frozen=True)
 class Admission:
-    """A call let through: a summary call (answered, never recorded) or the next chunk of `turn`."""
+    """A call let through: a summary call (answered, never recorded), the next chunk (number `turn`), or a
+    retry of the last call (`retry`: its chunk, number `turn`, is replaced)."""
 
     summary: bool
     turn: int
+    retry: bool = False
 
 
 class EpisodeStore:
@@ -101,13 +103,17 @@ class EpisodeStore:
             self._check_open(episode)
             turn = len(episode.record.chunks)
             if is_summary_request(messages):
-                if episode.last_sent is None or episode.summaries:
+                if episode.summaries:  # iflow asks for one before a call (a long expert prefix: the first)
                     self._refuse(
-                        episode,
-                        "extra_summary",
-                        "a summary call is answered once between two calls of the agent, after its first",
+                        episode, "extra_summary", "a summary call is answered once between two calls"
                     )
                 return Admission(summary=True, turn=turn)
+            if episode.last_sent is not None and messages == episode.last_sent and not episode.summaries:
+                # The agent asking again (its connection dropped before the answer reached it): the new
+                # answer replaces the last chunk, since the agent goes on from that one.
+                if body.get("tools") != episode.tools:
+                    self._refuse(episode, "tools_changed", "its tools differ from the episode's first call")
+                return Admission(summary=False, turn=turn - 1, retry=True)
             if turn >= episode.max_chunks:
                 self._refuse(
                     episode,
@@ -140,8 +146,9 @@ class EpisodeStore:
         ran (then both continued the same context, and only the first is the episode's)."""
         with self._lock:
             self._check_open(episode)
-            if len(episode.record.chunks) != admission.turn:
+            if len(episode.record.chunks) != admission.turn + admission.retry:
                 self._refuse(episode, "concurrent", "another call continued the same context first")
+            del episode.record.chunks[admission.turn :]
             episode.record.chunks.append(chunk)
             episode.last_sent, episode.last_answer = sent, chunk.answer
             if admission.turn == 0:

@@ -48,6 +48,9 @@ def episode_metrics(trajectories: list[Trajectory], step: int | None = None) -> 
         # Terminal episodes whose agent changed the grading toolchain or left a process the cull could not
         # kill: graded 0 without running their tests (rome.terminal_tasks.grading_guard).
         "tampered": sum(bool(m.get("tampered")) for m in meta),
+        # Model calls the proxy refused to record as chunks (something besides the agent called the model,
+        # or past the chunk cap): rock.proxy.continuity.
+        "refused_calls": sum(m.get("refused_calls", 0) for m in meta),
     }
     out |= success_by_start(meta)
     for key in ("sandbox_s", "agent_s", "verifier_s"):  # where a terminal episode's time went

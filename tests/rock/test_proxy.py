@@ -192,6 +192,8 @@ def test_train_records_only_calls_that_continue_the_episode(engine: str):
             agent.chat.completions.create(model="any", messages=injected, **GREEDY)
         following = [*messages, {"role": "assistant", "content": first.choices[0].message.content}]
         following.append({"role": "user", "content": "Go on."})
+        agent.chat.completions.create(model="any", messages=following, **GREEDY)
+        # Asked again (the answer never reached the agent): the new answer replaces the last chunk.
         second = agent.chat.completions.create(model="any", messages=following, **GREEDY)
         following += [{"role": "assistant", "content": second.choices[0].message.content}]
         with pytest.raises(openai.ConflictError, match="cap"):

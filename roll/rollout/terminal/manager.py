@@ -122,6 +122,8 @@ class TerminalEnvManager:
                 "turns": len(recorded),
                 "end": episode.failure_mode or "completed",
                 "tampered": episode.tampered is not None,
+                # Model calls the proxy refused to record (not continuing the agent's context, past the cap).
+                "refused_calls": episode.record.refused_calls,
                 "format_errors": 0,
                 "truncated_outputs": sum(call.finish_reason == "length" for call in recorded),
                 "output_tokens": sum(len(call.chunk.output_ids) for call in recorded),
