@@ -1,4 +1,6 @@
-"""`python -m rock.rocklet [--socket PATH] [--token-file PATH]`: serve until SIGTERM/SIGINT.
+"""`python -m rock.rocklet [--socket PATH] [--token-file PATH] [--state-dir PATH]`: serve until SIGTERM.
+
+`--state-dir` holds the sessions' state files (default: `rocklet-state` next to the socket).
 
 With `--token-file`, every request must carry `Authorization: Bearer TOKEN` (the file's content); the file
 is removed once read, so the sandbox's own processes cannot read the token from it.
@@ -6,6 +8,7 @@ is removed once read, so the sandbox's own processes cannot read the token from 
 Arguments are read by hand: argparse would add a tenth to the start-up time of every sandbox.
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -15,7 +18,7 @@ from rock.rocklet.procs import reap_orphans_forever
 from rock.rocklet.runaway import guard_pids
 from rock.rocklet.server import DEFAULT_SOCKET, Rocklet, make_server
 
-USAGE = "usage: python -m rock.rocklet [--socket PATH] [--token-file PATH]"
+USAGE = "usage: python -m rock.rocklet [--socket PATH] [--token-file PATH] [--state-dir PATH]"
 
 
 def main(argv: list[str]) -> None:
@@ -23,12 +26,12 @@ def main(argv: list[str]) -> None:
         print(USAGE)
         return
     options = dict(zip(argv[::2], argv[1::2], strict=False))
-    if len(argv) % 2 or not set(options) <= {"--socket", "--token-file"}:
+    if len(argv) % 2 or not set(options) <= {"--socket", "--token-file", "--state-dir"}:
         sys.exit(f"rocklet: unexpected arguments {argv}; {USAGE}")
     socket_path = options.get("--socket", DEFAULT_SOCKET)
     keep_memory_private()
     token = read_token(options["--token-file"]) if "--token-file" in options else None
-    state_dir = os.path.join(os.path.dirname(socket_path), "rocklet-state")
+    state_dir = options.get("--state-dir") or os.path.join(os.path.dirname(socket_path), "rocklet-state")
     os.makedirs(state_dir, exist_ok=True)
     app = Rocklet(state_dir)
     server = make_server(socket_path, app, token)
@@ -48,7 +51,7 @@ def main(argv: list[str]) -> None:
     finally:
         app.shutdown()
         server.server_close()
-        if os.path.exists(socket_path):
+        with contextlib.suppress(OSError):  # a sealed (read-only) folder keeps it: it goes with the folder
             os.unlink(socket_path)
 
 

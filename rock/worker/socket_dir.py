@@ -1,10 +1,17 @@
-"""A sandbox's socket folder on the host: where its rocklet listens, bind-mounted at /run/rock inside.
+"""A sandbox's socket folder on the host: bind-mounted at /run/rock inside, with its rocklet's folder in it.
 
-The sandbox can write there, so the folder is its own small tmpfs (nothing lands on the host's disk),
-nosuid,nodev,noexec (a setuid file or device node placed there serves nobody on the host), and owner-only.
+The sandbox can write the socket folder (the model proxy's and the package cache's sockets are there), so the
+folder is its own small tmpfs (nothing lands on the host's disk), nosuid,nodev,noexec (a setuid file or
+device node placed there serves nobody on the host), and owner-only.
+
+The rocklet listens in `rocklet/`, a second tmpfs mounted inside the first (Docker's bind takes both along).
+Once the rocklet's socket is there, the worker remounts that tmpfs read-only: no process of the sandbox, root
+or not, can then rename, remove or replace the socket (the read-only mount refuses it, and the folder itself
+is a mount point, which cannot be renamed), while connecting to it still works.
+
 The rocklet answers only requests that carry the sandbox's token, which the worker derives from a key of its
 own (so a restarted worker can still reach the sandboxes it adopts) and hands over in a file the rocklet
-removes once read.
+removes once read, before the folder is sealed and before any command of the sandbox's runs.
 """
 
 from __future__ import annotations
@@ -20,14 +27,32 @@ from pathlib import Path
 
 SOCKET_DIR_SIZE = "32m"
 """The size of the tmpfs behind a sandbox's socket folder: sockets, its token and its session state files."""
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MNT_DETACH = 0x2, 0x4, 0x8, 0x2
+ROCKLET_DIR_SIZE = "1m"
+"""The size of the tmpfs of the rocklet's own folder: its socket and, until read, its token."""
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MNT_DETACH = 0x1, 0x2, 0x4, 0x8, 0x20, 0x2
 """mount(2) and umount2(2) flags from <sys/mount.h>."""
 
 
 SOCKET_MOUNT = "/run/rock"
 """Where the socket folder appears inside the sandbox."""
-TOKEN_FILE = ".token"
-"""Where the worker puts the rocklet's token in the socket folder (the rocklet removes it once read)."""
+ROCKLET_DIR = "rocklet"
+"""The rocklet's own folder inside the socket folder, sealed read-only once its socket is there."""
+ROCKLET_SOCKET = f"{ROCKLET_DIR}/rocklet.sock"
+TOKEN_FILE = f"{ROCKLET_DIR}/.token"
+"""Where the worker puts the rocklet's token (the rocklet removes it once read)."""
+ROCKLET_STATE = "rocklet-state"
+"""The rocklet's session state, in the writable socket folder (the rocklet's own folder is sealed)."""
+
+
+def rocklet_command() -> list[str]:
+    """The container's command: the rocklet on its socket in its own folder, its token there, its sessions'
+    state in the writable socket folder."""
+    from rock.runtime import rocklet_container_command
+
+    command = rocklet_container_command(
+        socket_path=f"{SOCKET_MOUNT}/{ROCKLET_SOCKET}", token_file=f"{SOCKET_MOUNT}/{TOKEN_FILE}"
+    )
+    return [*command, "--state-dir", f"{SOCKET_MOUNT}/{ROCKLET_STATE}"]
 
 
 def make_host_dir(path: Path, user: str) -> None:
@@ -47,9 +72,29 @@ def make_host_dir(path: Path, user: str) -> None:
                 f"reach; run the worker as root, or create the sandbox with user='{os.geteuid()}'"
             )
         path.chmod(0o700)
+        (path / ROCKLET_DIR).mkdir(mode=0o700, exist_ok=True)
         return
-    options = f"size={SOCKET_DIR_SIZE},mode=0700,uid={uid},gid={gid or uid}"
-    _mount_tmpfs(path, options)
+    owner = f"mode=0700,uid={uid},gid={gid or uid}"
+    _mount_tmpfs(path, f"size={SOCKET_DIR_SIZE},{owner}")
+    (path / ROCKLET_DIR).mkdir(mode=0o700)
+    _mount_tmpfs(path / ROCKLET_DIR, f"size={ROCKLET_DIR_SIZE},{owner}")
+
+
+def seal_rocklet_dir(host_dir: Path) -> None:
+    """Make the rocklet's folder read-only for everyone, the sandbox included (call once its socket is there).
+
+    As root: a remount of its tmpfs, so the container's view of it is read-only too. A worker that is not
+    root runs its sandboxes as its own uid and can only take the folder's write permission away, which that
+    uid could give back; there, the peer check of every connection (rock.rocklet.client) is what holds.
+    """
+    folder = host_dir / ROCKLET_DIR
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        return
+    flags = _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if _libc().mount(b"rock-rocklet", os.fsencode(folder), b"tmpfs", flags, None) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"sealing the rocklet's folder {folder} read-only failed: {os.strerror(error)}")
 
 
 def _libc() -> ctypes.CDLL:
@@ -83,6 +128,8 @@ def write_token(host_dir: Path, token: str, user: str) -> None:
 
 def release_host_dir(host_dir: Path) -> None:
     """Unmount (if mounted) and remove a socket folder."""
+    if os.path.ismount(host_dir / ROCKLET_DIR):
+        _unmount(str(host_dir / ROCKLET_DIR))
     if os.path.ismount(host_dir):
         _unmount(str(host_dir))
     shutil.rmtree(host_dir, ignore_errors=True)

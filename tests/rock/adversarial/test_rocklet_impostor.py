@@ -1,21 +1,22 @@
-"""Sandbox code that puts its own listener in place of the rocklet's socket (issue 26, item 1).
+"""Sandbox code that tries to put its own listener in place of the rocklet's socket (issue 26, item 1).
 
 The impostor renames rocklet.sock, listens at the old path, logs whatever reaches it and answers every
-request with `1` (a forged reward). The worker must refuse it on connect: it never sends the impostor a byte
-(so never the sandbox's token), and no read through the worker returns the forged answer.
+request with `1` (a forged reward). Two layers stop it: the rocklet's folder is sealed read-only once its
+socket is there, so the rename is refused; and were a listener there anyway, the worker checks each
+connection's peer and sends it nothing (tests/rock/adversarial/test_rocklet_peer.py shows that layer alone).
 """
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import time
 
 import pytest
 
 from rock.fleet import LocalFleet
-from rock.sdk.errors import RockError
+from rock.sdk.errors import RemoteFileNotFound
 from rock.sdk.sandbox import Sandbox
-from rock.sdk.types import FailureReason
 from rock.worker.containers import container_name
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -25,27 +26,23 @@ KEEPALIVE_EXPIRY = 5.0
 
 IMPOSTOR = r"""
 import os, socket
-where = "/run/rock/rocklet.sock"
-os.rename(where, "/run/rock/real.sock")
-listener = socket.socket(socket.AF_UNIX)
-listener.bind(where)
-os.chmod(where, 0o666)
-listener.listen(16)
-open("/tmp/impostor.ready", "w").close()
-while True:
-    conn, _ = listener.accept()
-    conn.settimeout(2)
+where = "/run/rock/rocklet/rocklet.sock"
+moves = (
+    lambda: os.rename(where, "/run/rock/rocklet/real.sock"),
+    lambda: os.unlink(where),
+    lambda: os.rename("/run/rock/rocklet", "/run/rock/old"),
+)
+for move in moves:
     try:
-        seen = conn.recv(65536)
-    except OSError:
-        seen = b""
-    with open("/tmp/impostor.log", "ab") as log:
-        log.write(seen)
-    try:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1")
-    except OSError:
-        pass
-    conn.close()
+        move()
+    except OSError as exc:
+        with open("/tmp/impostor.refused", "a") as refused:
+            refused.write("%d\n" % exc.errno)
+        continue
+    impostor = socket.socket(socket.AF_UNIX)
+    impostor.bind(where)
+    raise SystemExit("moved the rocklet's socket and listen in its place")
+raise SystemExit("every way to move the rocklet's socket was refused")
 """
 
 
@@ -61,26 +58,22 @@ def _in_container(sandbox_id: str, command: str) -> str:
 
 
 @pytest.mark.parametrize("user", ["root", None], ids=["root", "default-uid"])
-def test_an_impostor_at_the_rocklets_path_is_refused_and_never_sees_the_token(fleet: LocalFleet, user):
+def test_no_sandbox_process_can_move_the_rocklets_socket(fleet: LocalFleet, user):
     options = {"user": user} if user else {}
     sandbox = Sandbox("python:3.11", admin_url=fleet.url, **options, **SMALL)
     try:
         sandbox.write_file("/tmp/impostor.py", IMPOSTOR.encode())
-        started = sandbox.exec(["sh", "-c", "setsid python3 /tmp/impostor.py >/dev/null 2>&1 &"], timeout=20)
-        assert started.exit_code == 0
-        deadline = time.monotonic() + 20
-        while "ready" not in _in_container(sandbox.id, "ls /tmp/impostor.ready && echo ready"):
-            assert time.monotonic() < deadline, "the impostor did not start"
-            time.sleep(0.2)
-        # Past the keep-alive, the worker's next call opens a new connection: to whatever is at the path.
+        tried = sandbox.exec(["python3", "/tmp/impostor.py"], timeout=20)
+        # Read-only file system for the socket, busy for the folder (a mount point): nothing moved.
+        assert tried.exit_code != 0 and "every way" in tried.output, tried.output
+        refusals = _in_container(sandbox.id, "cat /tmp/impostor.refused").split()
+        assert refusals == [str(errno.EROFS)] * 2 + [str(errno.EBUSY)], refusals
+        # Past the keep-alive, the worker's next call opens a new connection: still to its rocklet.
         time.sleep(KEEPALIVE_EXPIRY + 1)
-        forged = None
-        with pytest.raises(RockError) as refused:
-            forged = sandbox.read_file("/logs/verifier/reward.txt")
-        assert forged is None
-        assert getattr(refused.value, "reason", None) == FailureReason.SOCKET_TAMPERED, refused.value
-        seen = _in_container(sandbox.id, "cat /tmp/impostor.log 2>/dev/null")
-        assert "Bearer" not in seen and "GET" not in seen, seen
+        with pytest.raises(RemoteFileNotFound):
+            sandbox.read_file("/logs/verifier/reward.txt")
+        assert sandbox.exec(["echo", "still the rocklet"], timeout=20).output == "still the rocklet\n"
+        assert sandbox.refresh().failure_reason is None
     finally:
         sandbox.close()
 
