@@ -49,21 +49,27 @@ def _text(content: Any) -> str:
     return "".join(part.get("text", "") for part in content if isinstance(part, dict))
 
 
-def _tool_call(call: ToolCall) -> atif.ToolCall:
-    raw = call["function"].get("arguments") or ""
+def _tool_call(call: ToolCall, position: str) -> atif.ToolCall:
+    """One OpenAI tool call as ATIF's. Arguments that are not the canonical JSON text of an object (bad
+    JSON, a list, other spacing, or a server that sent an object instead of text) keep their exact form in
+    `extra.raw_arguments`; a call without an id gets one from its position."""
+    function = call.get("function") or {}
+    call_id = str(call.get("id") or f"call-{position}")
+    name = str(function.get("name") or "")
+    raw: Any = function.get("arguments")
+    if isinstance(raw, dict):
+        return atif.ToolCall(tool_call_id=call_id, function_name=name, arguments=raw)
+    raw = raw if isinstance(raw, str) else json.dumps(raw)
     try:
         parsed = json.loads(raw) if raw else {}
     except json.JSONDecodeError:
         parsed = None
     if isinstance(parsed, dict) and (not raw or json.dumps(parsed, ensure_ascii=False) == raw):
-        return atif.ToolCall(
-            tool_call_id=call["id"], function_name=call["function"]["name"], arguments=parsed
-        )
-    arguments = parsed if isinstance(parsed, dict) else {}
+        return atif.ToolCall(tool_call_id=call_id, function_name=name, arguments=parsed)
     return atif.ToolCall(
-        tool_call_id=call["id"],
-        function_name=call["function"]["name"],
-        arguments=arguments,
+        tool_call_id=call_id,
+        function_name=name,
+        arguments=parsed if isinstance(parsed, dict) else {},
         extra={"raw_arguments": raw},
     )
 
@@ -99,7 +105,10 @@ def steps_from_messages(
             continue
         extra = extras.get(index) or None
         if role == "assistant":
-            calls = [_tool_call(call) for call in message.get("tool_calls") or []]
+            calls = [
+                _tool_call(call, f"{len(steps)}-{n}")
+                for n, call in enumerate(message.get("tool_calls") or [])
+            ]
             calls_of_last_agent = {call.tool_call_id for call in calls}
             steps.append(
                 atif.Step(

@@ -96,3 +96,31 @@ def test_reading_a_file_that_is_not_atif_names_the_problem(tmp_path: Path) -> No
                                "steps": [{"step_id": 2, "source": "user", "message": "hi"}]}))  # fmt: skip
     with pytest.raises(AtifError, match=r"(?s)bad.json is not an ATIF trajectory.*not sequential"):
         read_trajectory(bad)
+
+
+def test_odd_tool_calls_from_servers_still_convert() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"name": "ls", "arguments": {"path": "/"}},
+                },  # no id, an object
+                {
+                    "id": "x",
+                    "type": "function",
+                    "function": {"name": "ls", "arguments": "[1, 2]"},
+                },  # not an object
+            ],
+        },
+        {"role": "tool", "tool_call_id": "x", "content": "done"},
+    ]
+    trajectory = trajectory_from_messages(messages)  # type: ignore[arg-type]
+    first, second = trajectory.steps[1].tool_calls or []
+    assert first.tool_call_id == "call-1-0" and first.arguments == {"path": "/"}
+    assert second.arguments == {} and second.extra == {"raw_arguments": "[1, 2]"}
+    back = messages_from_trajectory(trajectory)
+    assert back[1]["tool_calls"][1]["function"]["arguments"] == "[1, 2]"
