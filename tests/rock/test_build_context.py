@@ -110,7 +110,7 @@ def test_a_tenant_cannot_build_from_its_socket_folder_or_probe_host_paths(fleet:
         answers = []
         for path in [sandbox.info.host_dir, "/etc", "/nonexistent"]:
             with pytest.raises(BadRequest) as caught:
-                Sandbox(build_context=path, admin_url=fleet.url, **SMALL).start()
+                Sandbox(build_context=path, admin_url=fleet.url, **SMALL).close()
             answers.append(caught.value.message.replace(repr(path), "PATH"))
     assert len(set(answers)) == 1, answers
 
@@ -166,3 +166,17 @@ def test_a_build_past_its_deadline_is_stopped_with_its_run_step(context: Path):
             break
         time.sleep(0.5)
     assert sleeping() == []
+
+
+def test_admin_cli_takes_build_roots_and_a_quota_for_its_one_key(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from rock.cli import app
+
+    alone = CliRunner().invoke(app, ["admin", "serve", "--max-sandboxes", "2", "--state-dir", str(tmp_path)])
+    assert alone.exit_code == 2
+    assert "--max-sandboxes is the quota of --api-key's key" in alone.output
+    clash = ["admin", "serve", "--state-dir", str(tmp_path), "--build-context-root", str(tmp_path)]
+    refused = CliRunner().invoke(app, clash)
+    assert refused.exit_code == 2
+    assert "overlaps the sandboxes' socket folders" in refused.output
