@@ -13,7 +13,7 @@ from typing import Any
 
 from iflow.atif import AtifError, read_trajectory
 from roll.pipeline.episodes import FOLDER, slug
-from roll.plot import Panel, PlotError, Series, _read, run_panels
+from roll.plot import Panel, PlotError, Series, run_panels
 
 LOSS_KEYS = (("train/loss", "loss"),)
 ENTROPY_PREFIX = "train/entropy"
@@ -23,6 +23,12 @@ HEAVY_CHUNK_FACTS = ("context_ids", "output_ids", "output_logprobs")
 
 class ViewError(ValueError):
     """A folder that cannot be shown; the message says what is expected."""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _panel_json(panel: Panel) -> dict[str, Any]:
@@ -123,7 +129,7 @@ def run_view(run_dir: Path) -> dict[str, Any]:
         panels = run_panels(run_dir)
     except PlotError as error:
         raise ViewError(str(error)) from error
-    metrics, evals = _read(run_dir / "metrics.jsonl"), _read(run_dir / "eval.jsonl")
+    metrics, evals = read_jsonl(run_dir / "metrics.jsonl"), read_jsonl(run_dir / "eval.jsonl")
     panels += _training_panels(metrics)
     episodes = read_episodes(run_dir / FOLDER)
     config = run_dir / "config.json"

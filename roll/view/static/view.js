@@ -72,7 +72,6 @@ function stepNode(step) {
     head.append(el("span", { class: chunk.relevant ? "tag" : "tag masked", text: chunk.relevant ? "trained" : "masked (irrelevant)" }));
     if (chunk.error) head.append(el("span", { class: "tag error", text: "tool call failed" }));
     if (chunk.expert) head.append(el("span", { class: "tag expert", text: "expert (imitation)" }));
-    if (chunk.importance_ratio !== undefined) head.append(el("span", { class: "tag", text: `ratio ${fmt(chunk.importance_ratio, 3)}` }));
   }
   if (step.metrics && !chunk && step.metrics.completion_tokens !== undefined) {
     head.append(el("span", { class: "tag", text: `${step.metrics.completion_tokens} tokens` }));
