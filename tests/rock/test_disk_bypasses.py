@@ -3,6 +3,7 @@ fallocate, files deleted but kept open, and the container's own log."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,19 @@ def test_deleted_but_open_files_and_logs_are_measured(tmp_path: Path):
     log.write_bytes(b"x" * 4096)
     (tmp_path / "c-json.log.1").write_bytes(b"y" * 8192)
     assert log_bytes(log) >= 12288
+
+
+@pytest.mark.docker
+def test_a_fleet_sweeping_a_stopped_workers_sandboxes_leaves_no_filesystem_mounted():
+    """A stopped worker leaves its containers for adoption; whoever removes them for good (the fleet here,
+    with a plain `docker rm -f`) leaves no sandbox filesystem mounted (Docker detaches a mounted layer folder
+    itself when it removes it) and no container behind."""
+    client = docker.from_env()
+    with LocalFleet() as fleet:
+        sandbox = Sandbox("python:3.11", admin_url=fleet.url, disk="64m", **SMALL)
+        found = client.api.inspect_container(container_name(sandbox.id))
+        layer = Path(found["GraphDriver"]["Data"]["UpperDir"]).parent
+        assert os.path.ismount(layer)
+    assert not os.path.ismount(layer)
+    with pytest.raises(docker.errors.NotFound):
+        client.api.inspect_container(found["Id"])
