@@ -140,7 +140,7 @@ def episode_name(trajectory: Trajectory) -> str:
     if "task" in meta and "start" in meta:
         name = f"{meta['task']}@{meta['start']}"
     else:
-        name = f"{trajectory.task_id or 'seed'}-{meta.get('seed', '')}"
+        name = f"seed-{meta.get('seed')}"  # a GEM episode: the env is the run's, the seed names it
     return slug(f"{name}#{meta.get('index', 0)}")
 
 

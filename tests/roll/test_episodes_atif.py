@@ -53,3 +53,30 @@ def test_the_episode_log_is_configured_under_episodes() -> None:
     assert config.episodes.train_per_step == 0 and config.episodes.token_ids
     with pytest.raises(ConfigError, match=r"episodes\.train_per_step"):
         validate_config(TrainConfig, {"episodes": {"train_per_step": -1}})
+
+
+def test_gem_episodes_and_episodes_without_a_transcript() -> None:
+    from roll.types import Chunk, Trajectory
+
+    chunks = [
+        Chunk(context_ids=[1, 2], output_ids=[3], weight_version=1),
+        Chunk(context_ids=[1, 2, 3, 4], output_ids=[5]),
+    ]
+    transcript = [
+        {"role": "user", "content": "Guess a number."},
+        {"role": "assistant", "content": "\\boxed{5}"},
+        {"role": "user", "content": "Higher."},
+        {"role": "assistant", "content": "\\boxed{8}"},
+    ]
+    gem = Trajectory(chunks=chunks, reward=1.0, task_id="game:GuessTheNumber-v0#3",
+                     metadata={"seed": 3, "index": 0, "success": True, "transcript": transcript})  # fmt: skip
+    trajectory = episode_trajectory(gem, "gem", "eval", "after RL")
+    assert trajectory.agent.name == "roll-gem" and trajectory.session_id.endswith(
+        "game-GuessTheNumber-v0-3#0"
+    )
+    assert [s.extra["chunk"]["index"] for s in trajectory.steps if s.source == "agent"] == [0, 1]
+    bare = gem.model_copy(update={"metadata": {"seed": 3}})
+    steps = episode_trajectory(bare, "gem", "eval", "after RL").steps
+    assert [s.extra["chunk"]["output_tokens"] for s in steps] == [1, 1] and "no transcript" in steps[
+        0
+    ].message
