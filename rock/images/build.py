@@ -250,6 +250,8 @@ def docker_build(
                     "wheels downloaded on the host)",
                     "\n".join(tail),
                 )
+        if cut.is_set():  # the stream may also just end once its connection is shut
+            raise requests.ConnectionError("the build's connection was shut at its deadline")
     except requests.RequestException as exc:
         if cut.is_set():
             raise ImageBuildError(
