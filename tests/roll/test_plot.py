@@ -114,6 +114,20 @@ def test_a_held_out_run_shows_success_per_evaluation(tmp_path: Path) -> None:
     assert plot_run(tmp_path / "held").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_out_of_family_set_gets_its_own_panel(tmp_path: Path) -> None:
+    def record(label: str, won: int, other: int) -> dict[str, Any]:
+        apart = {"episodes": 2, "success": other / 2}
+        return {"step": 0, "label": label, "episodes": 4, "success": won / 4, "out_of_family": apart}
+
+    evals = [record("after SFT", 1, 0), record("after RL", 3, 1)]
+    env = {"type": "terminal", "eval_task_ids": ["a", "b", "c", "d"], "out_of_family_task_ids": ["x", "y"]}
+    panels = by_title(run_panels(write_run(tmp_path / "apart", [{"step": 1, "success": 0.5}], evals, env)))
+    assert panels["held-out success (4 tasks)"].series == [Series("held-out success", [0, 1], [0.25, 0.75])]
+    apart = panels["out-of-family success (2 tasks)"]
+    assert apart.series == [Series("out-of-family success", [0, 1], [0.0, 0.5])]
+    assert apart.notes == [("0/2", 0, 0.0), ("1/2", 1, 0.5)]
+
+
 def test_a_folder_without_logs_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PlotError, match=r"has no metrics\.jsonl or eval\.jsonl"):
         run_panels(tmp_path)

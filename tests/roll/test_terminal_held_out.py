@@ -14,7 +14,8 @@ from rich.console import Console
 from roll.config import validate_config
 from roll.pipeline.config import TrainConfig
 from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.evaluation import held_out_tasks
+from roll.rollout.terminal.evaluation import held_out_sets, held_out_tasks
+from roll.types import Chunk, Trajectory
 
 TRAIN = ["find-large-files"]
 HELD_OUT = ["trapezoid-integral", "fix-permissions"]
@@ -36,6 +37,15 @@ def test_every_held_out_task_is_played_from_scratch_episodes_times() -> None:
     ]
 
 
+def test_held_out_results_split_into_the_in_family_and_out_of_family_sets() -> None:
+    tasks = held_out_tasks(["a", "b", "x"], episodes=1)
+    chunk = Chunk(context_ids=[1], output_ids=[2], weight_version=0)
+    played = [Trajectory(chunks=[chunk], reward=float(i), metadata={"task": t}) for i, t in enumerate("abx")]
+    sets = held_out_sets(tasks, [played[0], None, played[2]], {"x"})
+    assert sets == {"in_family": ([played[0]], 1), "out_of_family": ([played[2]], 0)}
+    assert held_out_sets(tasks[:2], played[:2], set()) == {"in_family": (played[:2], 0)}
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_a_run_evaluates_the_held_out_tasks_and_compares_them_task_by_task(
@@ -54,7 +64,8 @@ def test_a_run_evaluates_the_held_out_tasks_and_compares_them_task_by_task(
         "env": {
             "type": "terminal",
             "task_ids": TRAIN,
-            "eval_task_ids": HELD_OUT,
+            "eval_task_ids": HELD_OUT[:1],
+            "out_of_family_task_ids": HELD_OUT[1:],  # reported apart
             "agent": {"max_turns": 4, "timeout_s": 120, "prompt_profile": "compact"},
             "rock": {"slots": 2},
         },
@@ -66,12 +77,22 @@ def test_a_run_evaluates_the_held_out_tasks_and_compares_them_task_by_task(
     train(validate_config(TrainConfig, config), Console(file=out, width=200))
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert [(e["label"], e["episodes"], e["failed"]) for e in evals] == [
-        ("before RL", 2, 0),
-        ("after RL", 2, 0),
+        ("before RL", 1, 0),
+        ("after RL", 1, 0),
     ]
-    for record in evals:  # only the held-out tasks, each from k = 0
-        assert sorted(record["won_seeds"]) == ["fix-permissions@0", "trapezoid-integral@0"]
+    for record in evals:  # only the held-out tasks, each from k = 0, the two sets apart
+        assert record["won_seeds"] == ["trapezoid-integral@0"]
+        assert record["out_of_family"]["won_seeds"] == ["fix-permissions@0"]
+        assert (record["out_of_family"]["episodes"], record["out_of_family"]["success"]) == (1, 1.0)
     printed = out.getvalue()
-    assert "2 held-out terminal tasks (never trained on), 1 episode(s) each from scratch" in printed
-    assert "won 0 that it had lost, lost 0 that it had won (both won 2)" in printed
+    assert (
+        "1 held-out terminal tasks (new instances of the trained families) and 1 out-of-family tasks "
+        "(families never trained on), 1 episode(s) each from scratch" in printed
+    )
+    assert "out of family 100% (1/1)" in printed
+    assert (
+        "after RL vs before RL, seed by seed: won 0 that it had lost, lost 0 that it had won (both won 1)"
+        in printed
+    )
+    assert "after RL (out of family) vs before RL (out of family), seed by seed" in printed
     assert "Eval success by task and start point k" not in printed

@@ -40,12 +40,12 @@ def held_out_sets(
 ) -> dict[str, tuple[list[Trajectory], int]]:
     """The held-out results apart by set: "in_family" (new instances of the trained families) and, when the
     run has any, "out_of_family" (families it never trains on): each set's played episodes and how many
-    failed to run. A task's id is its episode name after `eval-`."""
+    failed to run. A task's id is its group id after `eval-`."""
     sets: dict[str, tuple[list[Trajectory], int]] = {"in_family": ([], 0)}
     if out_of_family:
         sets["out_of_family"] = ([], 0)
     for task, result in zip(tasks, results, strict=True):
-        name = "out_of_family" if task.name.removeprefix("eval-") in out_of_family else "in_family"
+        name = "out_of_family" if task.group_id.removeprefix("eval-") in out_of_family else "in_family"
         played, failed = sets[name]
         sets[name] = ([*played, result], failed) if result is not None else (played, failed + 1)
     return sets
