@@ -71,9 +71,7 @@ def test_gem_episodes_and_episodes_without_a_transcript() -> None:
     gem = Trajectory(chunks=chunks, reward=1.0, task_id="game:GuessTheNumber-v0#3",
                      metadata={"seed": 3, "index": 0, "success": True, "transcript": transcript})  # fmt: skip
     trajectory = episode_trajectory(gem, "gem", "eval", "after RL")
-    assert trajectory.agent.name == "roll-gem" and trajectory.session_id.endswith(
-        "game-GuessTheNumber-v0-3#0"
-    )
+    assert trajectory.agent.name == "roll-gem" and trajectory.session_id == "gem/eval/after RL/seed-3#0"
     assert [s.extra["chunk"]["index"] for s in trajectory.steps if s.source == "agent"] == [0, 1]
     bare = gem.model_copy(update={"metadata": {"seed": 3}})
     steps = episode_trajectory(bare, "gem", "eval", "after RL").steps
