@@ -24,10 +24,11 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_families_lists_name_domain_knobs() -> None:
-    code, output = run("families")
+def test_families_lists_name_domain_variety_and_knobs() -> None:
+    code, output = run("families", "--seeds", "20")
     assert code == 0
-    assert "fix-bug debugging level: 1-3" in output and "hazard safety" in output
+    assert "fix-bug debugging L1=" in output and "(of 20 seeds) level: 1-3" in output
+    assert "hazard safety" in output
 
 
 def test_unknown_family_and_bad_knob(tmp_path: Path) -> None:
