@@ -2,15 +2,16 @@
 layer lives on a filesystem of its own, the size of its `disk`.
 
 Between creating and starting a container, the worker makes a sparse file of the sandbox's size, formats it
-ext4, copies the container's overlay2 layer folder (`diff`, `work`, `link`, `lower`) into it and mounts it,
-through a loop device, on that folder: Docker's overlay then writes the container's upper layer (and its
+ext4 with the container's overlay2 layer folder (`diff`, `work`, `link`, `lower`) as its content and mounts
+it, through a loop device, on that folder: Docker's overlay then writes the container's upper layer (and its
 work folder, which must share the upper's mount) there. A write past the size fails with ENOSPC at once,
 however fast (`fallocate -l 3G` included), and files deleted but held open stay inside it. On removal the
 mount is detached (lazily: a running container keeps it until it exits) and the file deleted.
 
 The file is sized `disk` plus ext4's own metadata (inode tables: 1/64 of the size, plus a few MiB), so the
-sandbox can write about `disk`; what the host gives up is at most that file. Needs root, `mkfs.ext4` and
-loop devices; without them the worker falls back to measuring (rock.worker.disk).
+sandbox can write about `disk`; what the host gives up is at most that file. Needs root, `mkfs.ext4`
+(e2fsprogs 1.43 or later, for `-d`) and loop devices; without them the worker falls back to measuring
+(rock.worker.disk).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import logging
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 log = logging.getLogger("rock.worker")
@@ -29,7 +29,7 @@ METADATA_SHARE = 64
 METADATA_FIXED = 4 * 2**20
 """Superblocks, group descriptors and the root folder of a small filesystem."""
 TOOLS = ("mkfs.ext4", "mount", "umount", "losetup")
-MKFS_EXTENDED = ("-E", "lazy_itable_init=1,nodiscard")
+MKFS_OPTIONS = ("-q", "-F", "-O", "^has_journal", "-m", "0", "-E", "lazy_itable_init=1,nodiscard")
 
 
 class ScratchError(RuntimeError):
@@ -68,15 +68,9 @@ class LoopScratch:
         (self.folder / f"{sandbox_id}.layer").write_text(str(layer))
         try:
             # No journal (nothing here must survive a crash), no reserved blocks; inode tables are left
-            # uninitialised, as the fresh file reads as zeros (mounted with noinit_itable).
-            _run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", *MKFS_EXTENDED, str(image)])
-            with tempfile.TemporaryDirectory(prefix="rock-scratch-", dir=self.folder) as staging:
-                _mount(image, Path(staging))
-                try:
-                    (Path(staging) / "lost+found").rmdir()
-                    _run(["cp", "-a", f"{layer}/.", staging])
-                finally:
-                    _run(["umount", staging])
+            # uninitialised, as the fresh file reads as zeros (mounted with noinit_itable). `-d` fills the
+            # new filesystem with the layer folder's entries, so one mount is all that follows.
+            _run(["mkfs.ext4", *MKFS_OPTIONS, "-d", str(layer), str(image)])
             _mount(image, layer)
         except BaseException:
             self.detach(sandbox_id)
