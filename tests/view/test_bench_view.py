@@ -88,3 +88,32 @@ def test_a_real_oracle_trial_writes_its_trajectory_and_the_viewer_shows_it(tmp_p
     assert document.extra is not None and document.extra["domain"] == trial.category
     result = CliRunner().invoke(app, ["view", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_iflow_trial_keeps_its_chat_as_atif(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """iFlow's real loop in a ROCK sandbox; only the model's choices are scripted (a test double)."""
+    from iflow.testing import ScriptedOpenAIServer, call, say
+    from rome.bench.cli import DEFAULT_TASKS
+    from rome.bench.runner import run_trials, sandbox_provider
+    from rome.terminal_tasks.task import load_tasks
+
+    monkeypatch.setenv("IFLOW_HOME", str(tmp_path / "iflow-home"))
+    suite = load_tasks(DEFAULT_TASKS, ["nim-winning-moves"])
+    replies = [call("run_shell_command", command="head -2 positions.txt"), say("I give up.")]
+    with ScriptedOpenAIServer(replies) as llm, sandbox_provider("rock") as provider:
+        (trial,) = run_trials(suite.tasks, "iflow", tmp_path / "run", 1, 1, model=llm.url, provider=provider)
+    assert trial.verdict == "failed"
+    document = atif.Trajectory.model_validate_json(
+        trajectory_path(tmp_path / "run", "nim-winning-moves", 0).read_text()
+    )
+    sources = [s.source for s in document.steps]
+    assert sources[0] == "system" and sources[-3:] == ["agent", "agent", "system"]
+    shell = document.steps[-3]
+    assert shell.tool_calls is not None and shell.tool_calls[0].arguments == {
+        "command": "head -2 positions.txt"
+    }
+    assert shell.observation is not None and "Exit code: 0" in str(shell.observation.results[0].content)
+    assert document.steps[-2].message == "I give up."
+    assert document.steps[-1].message == "verifier: reward 0 (failed)"
