@@ -382,6 +382,8 @@ def _run_steps(
             metrics = _metrics(sandbox, scratch.reward)
             step_dir = artifacts_dir / "steps" / step.name if artifacts_dir else None
             _collect(sandbox, view, step_dir, scratch, artifacts_dir)
+            if step_dir is not None:  # collected into the step's folder: not again with the task's
+                sandbox.run(f"rm -rf {ARTIFACTS_MOUNT}", timeout=30)
         classify(scratch)
         result.commands.extend(scratch.commands)
         result.healthchecks.extend(scratch.healthchecks)

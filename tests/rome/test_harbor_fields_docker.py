@@ -50,6 +50,8 @@ def test_the_oracle_passes_every_harbor_fixture_and_nop_fails_it(provider, tmp_p
     assert not (art / "steps" / "scaffold" / "scaffold-out" / "skip.tmp").exists()  # excluded
     assert (art / "steps" / "scaffold" / "scaffold.log").read_text() == "scaffold verified\n"
     assert (art / "app" / "final.txt").read_text() == "Hello, Ada!\n"
+    # The last step's /logs/artifacts goes to its own folder only, not again with the task's artifacts.
+    assert (art / "steps" / "greet" / "greet.log").is_file() and not (art / "greet.log").exists()
 
     # nop: the scaffold step fails its min_reward, so the greet step never runs.
     stopped = trial(tmp_path, "nop", "harbor-steps-features")
