@@ -17,6 +17,7 @@ from rock.sdk.sandbox import Sandbox
 from rock.sdk.types import FailureReason, SandboxState
 from rock.worker.containers import container_name
 from rock.worker.disk import deleted_open_bytes, log_bytes
+from rock.worker.scratch import LoopScratch
 
 SMALL = {"cpus": 0.5, "memory": "256m"}
 HOLD_DELETED = """
@@ -131,3 +132,32 @@ def test_a_fleet_sweeping_a_stopped_workers_sandboxes_leaves_no_filesystem_mount
     assert not os.path.ismount(layer)
     with pytest.raises(docker.errors.NotFound):
         client.api.inspect_container(found["Id"])
+
+
+def test_a_sandbox_filesystem_holds_its_layer_and_stops_at_its_size(tmp_path: Path):
+    scratch = LoopScratch(tmp_path / "disks")
+    if scratch.usable() is not None:
+        pytest.skip(f"no per-sandbox filesystems on this host: {scratch.usable()}")
+    layer = tmp_path / "layer"
+    (layer / "diff").mkdir(parents=True)
+    (layer / "work" / "work").mkdir(parents=True)
+    (layer / "link").write_text("ABC")
+    scratch.attach("s1", layer, 32 * 2**20)
+    try:
+        assert os.path.ismount(layer) and (layer / "link").read_text() == "ABC"
+        with open(layer / "diff" / "big", "wb") as out, pytest.raises(OSError, match="No space left"):
+            os.posix_fallocate(out.fileno(), 0, 3 * 2**30)
+        (layer / "diff" / "big").unlink()  # ext4 keeps what a failed fallocate got
+        written = 0
+        with open(layer / "diff" / "fill", "wb") as out, pytest.raises(OSError, match="No space left"):
+            while True:
+                out.write(b"\0" * 2**20)
+                out.flush()
+                written += 2**20
+        assert 30 * 2**20 <= written <= 32 * 2**20
+        assert scratch.sandboxes() == ["s1"]
+    finally:
+        scratch.detach("s1")
+    assert not os.path.ismount(layer)
+    assert scratch.sandboxes() == []
+    assert (layer / "link").read_text() == "ABC"  # the folder Docker made is as it was
