@@ -11,7 +11,11 @@ def serve_folder(folder: Path, port: int) -> None:
     """Serve `folder` on 127.0.0.1 until Ctrl-C."""
     from roll.view.page import server
 
-    httpd = server(folder, port)
+    try:
+        httpd = server(folder, port)
+    except OSError as error:
+        typer.echo(f"cannot serve on 127.0.0.1:{port} ({error}); pass a free --port, or 0", err=True)
+        raise typer.Exit(2) from error
     host, bound = httpd.server_address[:2]
     typer.echo(f"Serving {folder} at http://{host}:{bound}/index.html (Ctrl-C stops)")
     try:

@@ -76,3 +76,15 @@ def test_out_of_family_instances_are_rows_of_their_own() -> None:
     table = held_out_table(evals, {})
     assert [(r["key"], r["out_of_family"]) for r in table["rows"]] == [("a@0", False), ("z@0", True)]
     assert [c["won"] for c in table["rows"][1]["cells"]] == [False, True]
+
+
+def test_serve_on_a_taken_port_says_what_to_do(tmp_path: Path) -> None:
+    taken = server(tmp_path)
+    try:
+        port = taken.server_address[1]
+        result = CliRunner().invoke(
+            app, ["view", str(write_run(tmp_path / "ipa")), "--serve", "--port", str(port)]
+        )
+    finally:
+        taken.server_close()
+    assert result.exit_code == 2 and f"cannot serve on 127.0.0.1:{port}" in result.output
