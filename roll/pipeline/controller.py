@@ -94,9 +94,10 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
     """One step: take a batch, train on it (engines shrunk while multiplexing), sync weights."""
     started = time.perf_counter()
     batch = cluster.next_batch(step)
-    save_train_sample(config.run_dir, step + 1, batch, config.episodes)
     got_batch = time.perf_counter()
     slept = cluster.shrink_engines() if should_shrink(cluster, config) else []
+    # Before the step: the kept episodes are scored under the weights they train from (pi_old).
+    save_train_sample(config.run_dir, step + 1, batch, config.episodes, config.loss, cluster.trainer.logprobs)
     train_metrics = cluster.train_step(train_rewards(batch, config.reward))
     cluster.expand_engines()
     trained = time.perf_counter()

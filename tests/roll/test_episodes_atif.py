@@ -78,3 +78,53 @@ def test_gem_episodes_and_episodes_without_a_transcript() -> None:
     assert [s.extra["chunk"]["output_tokens"] for s in steps] == [1, 1] and "no transcript" in steps[
         0
     ].message
+
+
+def test_mismatch_ratio_and_ipa_mask_per_chunk(tmp_path: Path) -> None:
+    """Hand-computed: pi_old is mu shifted by +0.5 on chunk 0 and +1.0 on chunk 1 (ratios e^0.5 = 1.65,
+    kept under H = 2, and e^1 = 2.72, dropped) and equal to it on chunk 2 (ratio 1)."""
+    import math
+
+    import torch
+
+    from roll.algo.config import IPALossConfig
+    from roll.pipeline.episodes import EpisodeLogConfig, chunk_mismatch, save_train_sample
+    from roll.trainer.packing import pack_trajectories
+
+    played = episode("count-lines", start=0, won=True, version=1)
+    packed = pack_trajectories([played])
+    shift = torch.tensor([0.5, 1.0, 0.0])[packed.chunk_index.clamp(min=0)]
+    old = torch.where(packed.loss_mask, packed.engine_logprobs + shift, torch.zeros(()))
+    ((first, second, third),) = chunk_mismatch([played], old, high=2.0, low=None)
+    assert first[0] == pytest.approx(math.exp(0.5), rel=1e-5) and first[1] is True
+    assert second[0] == pytest.approx(math.e, rel=1e-5) and second[1] is False
+    assert third == (pytest.approx(1.0), True)
+
+    config = EpisodeLogConfig(train_per_step=1)
+    save_train_sample(tmp_path, 1, [played], config, IPALossConfig(mismatch_high=2.0), lambda _: old)
+    (path,) = (tmp_path / "episodes" / "train").rglob("*.json")
+    written = atif.Trajectory.model_validate_json(path.read_text())
+    facts = [s.extra["chunk"] for s in written.steps if s.extra and "chunk" in s.extra]
+    assert [f["ipa_mask"] for f in facts] == [True, False, True]
+    assert facts[1]["mismatch_ratio"] == pytest.approx(math.e, rel=1e-5)
+
+
+def test_training_episodes_are_scored_by_the_real_trainer(tmp_path: Path) -> None:
+    from roll.algo.config import IPALossConfig
+    from roll.pipeline.episodes import EpisodeLogConfig, save_train_sample
+    from roll.trainer.packing import pack_trajectories
+    from tests.roll.test_trainer import agentic_trajectories, backend
+
+    trainer = backend()
+    batch = agentic_trajectories(count=3)
+    config = EpisodeLogConfig(train_per_step=2)
+    kept = save_train_sample(
+        tmp_path, 4, batch, config, IPALossConfig(), lambda s: trainer.logprobs(pack_trajectories(s))
+    )
+    assert kept == 2
+    for path in (tmp_path / "episodes" / "train" / "step_000004").glob("*.json"):
+        written = atif.Trajectory.model_validate_json(path.read_text())
+        facts = [s.extra["chunk"] for s in written.steps if s.extra and "chunk" in s.extra]
+        assert len(facts) == 4
+        for fact in facts:
+            assert fact["mismatch_ratio"] > 0 and fact["ipa_mask"] == (fact["mismatch_ratio"] <= 2.0)

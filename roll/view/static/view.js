@@ -70,6 +70,10 @@ function stepNode(step) {
     head.append(el("span", { class: "tag", text: `${chunk.context_tokens} ctx → ${chunk.output_tokens} out` }));
     if (chunk.logprob_mean !== undefined) head.append(el("span", { class: "tag", text: `logprob ${fmt(chunk.logprob_mean, 3)}` }));
     head.append(el("span", { class: chunk.relevant ? "tag" : "tag masked", text: chunk.relevant ? "trained" : "masked (irrelevant)" }));
+    if (chunk.mismatch_ratio !== undefined) {
+      head.append(el("span", { class: chunk.ipa_mask ? "tag" : "tag masked",
+        text: `π_old/μ ${fmt(chunk.mismatch_ratio, 3)}${chunk.ipa_mask ? "" : " (IPA mask drops it)"}` }));
+    }
     if (chunk.error) head.append(el("span", { class: "tag error", text: "tool call failed" }));
     if (chunk.expert) head.append(el("span", { class: "tag expert", text: "expert (imitation)" }));
   }
