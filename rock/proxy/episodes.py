@@ -121,13 +121,13 @@ class EpisodeStore:
                     f"the episode has its {episode.max_chunks} chunks (the cap); end it and open a new one",
                 )
             if episode.last_sent is not None and episode.last_answer is not None:
-                if body.get("tools") != episode.tools:
-                    self._refuse(episode, "tools_changed", "its tools differ from the episode's first call")
                 why = continuation_error(
                     episode.last_sent, episode.last_answer, messages, episode.summaries, episode.context
                 )
                 if why is not None:
                     self._refuse(episode, "not_continued", why)
+                if body.get("tools") != episode.tools:
+                    self._refuse(episode, "tools_changed", "its tools differ from the episode's first call")
             return Admission(summary=False, turn=turn)
 
     def add_summary(self, episode: Episode, summary: str) -> None:
