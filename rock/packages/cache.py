@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,18 +147,21 @@ class PackageCache:
         data = self.folder / "pypi"
         log = self.folder / "devpi.log"
         data.parent.mkdir(parents=True, exist_ok=True)
-        if not (data / ".nodeinfo").is_file():
-            subprocess.run([init, "--serverdir", str(data)], check=True, capture_output=True, timeout=300)
-        self._root_password(data)
-        if not self.offline:
-            self._lock_online(data.parent)
-        else:
-            # devpi writes to its folder even offline: each offline instance gets its own copy of the seeded
-            # one (a few MB), so fleets started side by side never share a database.
-            remove_orphan_scratch()
-            self._scratch, self._scratch_lock = owned_scratch()
-            data = Path(shutil.copytree(data, self._scratch / "pypi"))
-            log = self._scratch / "devpi.log"
+        # Instances starting side by side take turns: one initializes the database and sets root's password
+        # while no other copies it.
+        with _folder_lock(data.parent / "setup.lock"):
+            if not (data / ".nodeinfo").is_file():
+                subprocess.run([init, "--serverdir", str(data)], check=True, capture_output=True, timeout=300)
+            self._root_password(data)
+            if not self.offline:
+                self._lock_online(data.parent)
+            else:
+                # devpi writes to its folder even offline: each offline instance gets its own copy of the
+                # seeded one (a few MB), so fleets started side by side never share a database.
+                remove_orphan_scratch()
+                self._scratch, self._scratch_lock = owned_scratch()
+                data = Path(shutil.copytree(data, self._scratch / "pypi"))
+                log = self._scratch / "devpi.log"
         port = _free_port()
         args = [server, "--serverdir", str(data), "--host", "127.0.0.1", "--port", str(port)]
         args += ["--secretfile", str(self._secret(data))]
@@ -259,6 +263,15 @@ class PackageCache:
                     return
             time.sleep(0.5)
         raise PackageCacheError(f"{url} did not answer within {self.start_timeout:.0f} s; see {log}")
+
+
+@contextlib.contextmanager
+def _folder_lock(path: Path) -> Iterator[None]:
+    import fcntl
+
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def owned_scratch(root: Path | None = None) -> tuple[Path, Any]:
