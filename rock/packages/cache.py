@@ -165,6 +165,9 @@ class PackageCache:
         port = _free_port()
         args = [server, "--serverdir", str(data), "--host", "127.0.0.1", "--port", str(port)]
         args += ["--secretfile", str(self._secret(data))]
+        # Only root (whose password no sandbox or image build has) may create users and indexes: by default
+        # anyone reaching devpi could, and an image build reaches it on host loopback, past the forwarder.
+        args += ["--restrict-modify", "root"]
         # devpi's 5 s default for upstream requests is too short on a loaded machine: the project would be
         # reported as missing.
         args += ["--request-timeout", "60"]

@@ -78,6 +78,9 @@ def test_devpi_root_has_a_password_held_owner_only(devpi: PackageCache):
     assert empty.status_code == 401, empty.text
     right = httpx.post(login, json={"user": "root", "password": password}, timeout=30)
     assert right.status_code == 200, right.text
+    # Nobody else may make a user (and with it an index to upload to), even straight at devpi.
+    user = httpx.put(f"http://{devpi.pypi}/mallory", json={"password": "x", "email": "m@x"}, timeout=30)
+    assert user.status_code in (401, 403), user.text
 
 
 def test_a_sandbox_can_only_read_the_mirror_index(devpi: PackageCache):
