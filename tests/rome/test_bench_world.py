@@ -24,7 +24,7 @@ def provider() -> Iterator[SandboxProvider]:
         pytest.fail(
             f"no package cache in {default_folder()}: run `rock packages seed` (scripts/setup.sh does)"
         )
-    with sandbox_provider("rock", offline_packages=True) as opened:
+    with sandbox_provider("rock", packages="offline") as opened:
         yield opened
 
 
