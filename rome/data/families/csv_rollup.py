@@ -53,7 +53,7 @@ NUMBERS = {"qty": (1, 50, 0), "units": (1, 40, 0), "weight": (1, 900, 1), "price
 # Categorical columns: name -> its values (the statuses double as filter values).
 CATEGORIES = {"region": REGIONS, "product": PRODUCTS, "channel": ("web", "store", "phone", "partner", "mail")}
 STATUSES = ("ok", "refunded", "pending", "cancelled")
-# Level 1's statistics over one numeric column: wording and awk's END action.
+# Level 1's statistics over one column: wording, and what follows awk's `NR > 1` (the data rows).
 STATISTICS = {
     "sum": ("the sum of its `{c}` column", '{{s += ${k}}} END {{printf "%.2f\\n", s}}'),
     "max": ("the largest value in its `{c}` column", "{{if (NR == 2 || ${k} > m) m = ${k}}} END {{print m}}"),
@@ -61,7 +61,7 @@ STATISTICS = {
         "the smallest value in its `{c}` column",
         "{{if (NR == 2 || ${k} < m) m = ${k}}} END {{print m}}",
     ),
-    "count": ("how many rows have `status` equal to `{v}`", '${k} == "{v}" {{n++}} END {{print n + 0}}'),
+    "count": ("how many rows have `status` equal to `{v}`", '&& ${k} == "{v}" {{n++}} END {{print n + 0}}'),
 }
 
 

@@ -71,9 +71,13 @@ class LineFilter(Family):
             ]
             for index in range(knobs.files)
         }
-        everything = [row for rows in texts.values() for row in rows]
-        # A word some lines hold and some do not, so grep selects something and leaves something.
-        words = [w for w in WORDS if 0 < sum(1 for row in everything if w in row) < len(everything)]
+        # The files of one extension the folder has are read (level 1: the one file); the others are there to
+        # be left out.
+        ext = rng.choice(sorted({path.rsplit(".", 1)[1] for path in texts}))
+        chosen = {path: rows for path, rows in texts.items() if path.endswith(f".{ext}")}
+        pool = [row for rows in chosen.values() for row in rows]
+        # A word some of those lines hold and some do not, so grep selects something and leaves something.
+        words = [w for w in WORDS if 0 < sum(1 for row in pool if w in row) < len(pool)]
         word = rng.choice(words or WORDS)
         files = {path: FileSpec("".join(row + "\n" for row in rows)) for path, rows in texts.items()}
         common = {"family": self.name, "seed": 0, "knobs": {}, "files": files, "check": CHECK}
@@ -97,9 +101,6 @@ class LineFilter(Family):
                 tags=["grep", "head", "tail"],
                 mistakes=[Mistake(0, f"grep {word} {path}.orig", "select the lines")],
             )
-        # One of the extensions the folder has; files of the others are there to be left out.
-        ext = rng.choice(sorted({path.rsplit(".", 1)[1] for path in texts}))
-        chosen = {path: rows for path, rows in texts.items() if path.endswith(f".{ext}")}
         selected = [r for path in sorted(chosen) for r in chosen[path] if word in r]
         if knobs.level == 2:
             return Instance(

@@ -38,6 +38,21 @@ VARIETY = [
     ("hazard", 1, 200),
     ("hazard", 2, 200),
     ("hazard", 3, 200),
+    ("text-search", 1, 200),
+    ("text-search", 2, 150),  # levels 2-3: the key name varies the prompt but not the awk oracle
+    ("text-search", 3, 150),
+    ("csv-rollup", 1, 200),
+    ("csv-rollup", 2, 200),
+    ("csv-rollup", 3, 200),
+    ("file-ops", 1, 200),
+    ("file-ops", 2, 200),
+    ("file-ops", 3, 200),
+    ("numeric", 1, 200),
+    ("numeric", 2, 200),
+    ("numeric", 3, 200),
+    ("line-filter", 1, 200),
+    ("line-filter", 2, 200),
+    ("line-filter", 3, 200),
 ]
 
 
@@ -52,7 +67,7 @@ def test_a_level_draws_many_distinct_tasks(family: str, level: int, minimum: int
 
 # fix-bug's oracle is checked by its sed steps and hidden-input tests below (its check starts two Pythons
 # per hidden input, too slow for many seeds here).
-ORACLE_FAMILIES = ["auth-audit", "hazard"]
+ORACLE_FAMILIES = ["auth-audit", "hazard", "text-search", "csv-rollup", "file-ops", "numeric", "line-filter"]
 SPREAD = range(3, 1000, 199)
 
 
@@ -89,7 +104,8 @@ def test_the_oracle_passes_the_check_and_doing_nothing_fails(tmp_path: Path, fam
         check.write_text(check_script(instance))
         nop = subprocess.run([sys.executable, str(check)], capture_output=True, text=True, env=env)
         assert nop.returncode != 0, (family, level, seed, nop.stdout)
-        script = "\n".join([f"cd {root}/app", *(step.command for step in instance.steps)])
+        # set -e: every oracle step must succeed (a failing step would be recorded as a teacher's mistake).
+        script = "\n".join(["set -e", f"cd {root}/app", *(step.command for step in instance.steps)])
         subprocess.run(["bash", "-c", script], capture_output=True, env=env, cwd=root, check=True)
         done = subprocess.run([sys.executable, str(check)], capture_output=True, text=True, env=env)
         assert done.returncode == 0, (family, level, seed, done.stdout, instance.instruction)
