@@ -4,6 +4,7 @@ task-aware mask and error flag per chunk, token ids only when asked."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import atif
@@ -128,3 +129,47 @@ def test_training_episodes_are_scored_by_the_real_trainer(tmp_path: Path) -> Non
         assert len(facts) == 4
         for fact in facts:
             assert fact["mismatch_ratio"] > 0 and fact["ipa_mask"] == (fact["mismatch_ratio"] <= 2.0)
+
+
+def test_a_terminal_episode_keeps_the_chat_the_proxy_recorded() -> None:
+    """The terminal env manager's own trajectory builder, fed a proxy record of two model calls after one
+    expert step: the transcript is the last call's messages and its answer, the expert step is prefill."""
+    import time
+
+    from rock.proxy.types import Chunk, EpisodeRecord, RecordedChunk
+    from roll.rollout.episode import EpisodeTask
+    from roll.rollout.terminal.episode import AgentEpisode
+    from roll.rollout.terminal.manager import TerminalEnvManager
+
+    def call(call_id: str, command: str) -> dict:
+        function = {"name": "run_shell_command", "arguments": json.dumps({"command": command})}
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+        }
+
+    history = [
+        {"role": "system", "content": "You are iFlow."},
+        {"role": "user", "content": "Count the lines of /app/a.txt."},
+        call("expert-0", "ls /app"),
+        {"role": "tool", "tool_call_id": "expert-0", "content": "a.txt\nExit code: 0"},
+    ]
+    first = call("c1", "wc -l /app/a.txt")
+    result = {"role": "tool", "tool_call_id": "c1", "content": "3 /app/a.txt\nExit code: 0"}
+    calls = [
+        RecordedChunk(chunk=Chunk(context_ids=[1, 2, 3], output_ids=[4, 5], output_logprobs=[-0.1, -0.2]),
+                      messages=history, answer=first, latency_s=0.1),
+        RecordedChunk(chunk=Chunk(context_ids=[1, 2, 3, 4, 5, 6], output_ids=[7], output_logprobs=[-0.3]),
+                      messages=[*history, first, result],
+                      answer={"role": "assistant", "content": "3 lines."}, latency_s=0.1),
+    ]  # fmt: skip
+    episode = AgentEpisode("count-lines", EpisodeRecord(episode_id="e1", chunks=calls), reward=1.0)
+    task = EpisodeTask("g0", seed=0, index=0, start=1)
+    played = TerminalEnvManager._trajectory(None, task, "count-lines", 1, episode, True, time.perf_counter())  # type: ignore[arg-type]
+    trajectory = episode_trajectory(played, "ipa", "train", "step 1")
+    agent = [s for s in trajectory.steps if s.source == "agent"]
+    assert [bool(s.is_copied_context) for s in agent] == [True, False, False]
+    assert [s.extra["chunk"]["index"] for s in agent[1:]] == [0, 1]
+    assert agent[1].observation is not None and "3 /app/a.txt" in str(agent[1].observation.results[0].content)
+    assert agent[2].message == "3 lines." and trajectory.extra["start"] == 1
