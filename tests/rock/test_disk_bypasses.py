@@ -83,7 +83,7 @@ def test_many_fallocates_stop_at_the_limit_on_a_filesystem_of_the_sandboxes_size
         fill = "for i in $(seq 20); do fallocate -l 30M /var/tmp/f$i || break; done; du -sk /var/tmp; df -k /"
         answer = sandbox.exec(["sh", "-c", fill], timeout=60)
         assert "No space left on device" in answer.output, answer.output
-        held_kib = int(answer.output.split("/var/tmp")[0].split()[-1])
+        held_kib = int(answer.output.rsplit("/var/tmp", 1)[0].split()[-1])
         assert held_kib <= 64 * 1024, answer.output
         assert sandbox.exec(["true"]).exit_code == 0  # refused, not stopped
 
