@@ -6,10 +6,13 @@ Heavy imports (docker, iflow, the proxy) happen inside the command that needs th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
+
+# --packages online|offline: the private fleet's package cache (rock.packages.mode), as for rome-bench.
+from rome.bench.cli import Packages, PackagesOption
 
 app = typer.Typer(
     help="The ROME data pipeline: tasks -> validation -> trajectories -> filters -> SFT data.",
@@ -106,6 +109,10 @@ AdminOption = Annotated[
 ]
 
 
+def _mode(packages: Packages | None) -> Literal["online", "offline"] | None:
+    return None if packages is None else packages.value  # type: ignore[return-value]
+
+
 def _progress(total: int, label: str):  # type: ignore[no-untyped-def]
     from rome.bench.cli import _Progress
 
@@ -130,6 +137,7 @@ def validate(
     ] = None,
     sandbox: SandboxOption = "rock",
     admin_url: AdminOption = None,
+    packages: PackagesOption = None,
 ) -> None:
     """Oracle passes, nop fails, oracle passes again: invalid instances are listed and excluded downstream."""
     from rich.table import Table
@@ -143,7 +151,7 @@ def validate(
         raise fail(f"unknown --sandbox {sandbox!r}; choose one of {', '.join(SANDBOX_KINDS)}")
     output = output or tasks / ".trials" / "validate"
     progress = _progress(3 * len(manifest.instances), "validate:")
-    with progress.progress, sandbox_provider(sandbox, admin_url) as provider:
+    with progress.progress, sandbox_provider(sandbox, admin_url, packages=_mode(packages)) as provider:
         result = validate_taskset(tasks, output, provider, concurrency, on_trial=progress)
     table = Table(title=f"invalid instances of {tasks} (excluded)")
     for col in ("task", "reasons"):
@@ -177,6 +185,7 @@ def collect(
         str, typer.Option(help="iflow's prompt profile: full or compact (train with the same one).")
     ] = "full",
     admin_url: AdminOption = None,
+    packages: PackagesOption = None,
 ) -> None:
     """Run the agent on every valid instance in ROCK sandboxes, its model calls recorded by the proxy."""
     from rome.bench.runner import sandbox_provider
@@ -222,7 +231,7 @@ def collect(
         )
 
     try:
-        with progress.progress, sandbox_provider("rock", admin_url) as provider:
+        with progress.progress, sandbox_provider("rock", admin_url, packages=_mode(packages)) as provider:
             stats = run(tasks, out, settings, provider, on_record)
     except CollectError as error:
         raise fail(str(error)) from error
@@ -265,6 +274,7 @@ def filter_command(
     ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Replays run at once.")] = 2,
     admin_url: AdminOption = None,
+    packages: PackagesOption = None,
 ) -> None:
     """Heuristic, safety, optional LLM judge and execution replay; counts and reasons in OUT.report.md."""
     import contextlib
@@ -298,7 +308,7 @@ def filter_command(
         if replay:
             from rome.bench.runner import sandbox_provider
 
-            provider = stack.enter_context(sandbox_provider("rock", admin_url))
+            provider = stack.enter_context(sandbox_provider("rock", admin_url, packages=_mode(packages)))
             stage = replay_stage(provider, concurrency)
         try:
             report = filter_file(source, out, limits, judge, stage, tuple(workspace or DEFAULT_WORKSPACE))
