@@ -53,8 +53,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -62,6 +62,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import docker
 import httpx
@@ -158,23 +159,17 @@ async def burst(
             for m in response.json()["members"]
         ]
 
-    async def probe(health_url: str, done: asyncio.Event) -> list[float]:
-        waits = []
-        async with httpx.AsyncClient(timeout=httpx.Timeout(900.0)) as http:
-            while not done.is_set():
-                began = time.monotonic()
-                (await http.get(health_url)).raise_for_status()
-                waits.append(time.monotonic() - began)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(done.wait(), PROBE_INTERVAL)
-        return waits
-
     control_port = httpx.get(f"{url}/health", timeout=30).json()["control_port"]
-    done = asyncio.Event()
+    # The probes run in a process of their own: in this one they would wait behind the burst's own
+    # callbacks in the client's event loop, and time the client instead of the admin.
+    spawn = multiprocessing.get_context("spawn")
+    done, waits = spawn.Event(), spawn.Queue()
     probes = [
-        asyncio.create_task(probe(f"{url}/health", done)),
-        asyncio.create_task(probe(f"http://127.0.0.1:{control_port}/health", done)),
+        spawn.Process(target=probe, args=(health, done, waits, i))
+        for i, health in enumerate((f"{url}/health", f"http://127.0.0.1:{control_port}/health"))
     ]
+    for process in probes:
+        process.start()
     requests = -(-count // max(group, 1))
     try:
         answers = [
@@ -186,8 +181,22 @@ async def burst(
         done.set()
         for http, _ in pools:
             await http.aclose()
-    main_waits, control_waits = await asyncio.gather(*probes)
-    return answers, (main_waits, control_waits)
+    found = dict(waits.get(timeout=900) for _ in probes)
+    for process in probes:
+        process.join(timeout=60)
+    return answers, (found[0], found[1])
+
+
+def probe(health_url: str, done: Any, waits: Any, index: int) -> None:
+    """GET `health_url` every PROBE_INTERVAL until `done`; puts (index, [seconds each took]) on `waits`."""
+    took = []
+    with httpx.Client(timeout=httpx.Timeout(900.0)) as http:
+        while not done.is_set():
+            began = time.monotonic()
+            http.get(health_url).raise_for_status()
+            took.append(time.monotonic() - began)
+            done.wait(PROBE_INTERVAL)
+    waits.put((index, took))
 
 
 def _split(total: int, size: int) -> list[int]:

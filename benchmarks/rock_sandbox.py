@@ -1,7 +1,9 @@
 """ROCK sandbox latency against raw Docker, measured in one run on the same image.
 
 1. create-to-first-command: `Sandbox(...)` + `.run("true")` vs the docker SDK's `containers.run` +
-   `exec_run("true")`, 20 sequential and 50 concurrent (P50, P99, successes).
+   `exec_run("true")`, 20 sequential and 50 concurrent (P50, P99, successes); and from the admin's warm pool
+   (`rock admin serve --warm IMAGE=N`, a create of the default spec takes a started sandbox), sequential,
+   each take once the pool has refilled (goal: P50 <= 0.25x raw Docker's create + exec).
 2. command round trip in a live session (`sandbox.run`) vs `exec_run` of the same command in a running
    container.
 
@@ -19,6 +21,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
+import httpx
 
 from rock.fleet import LocalFleet, short_tmp
 from rock.images import resolve_image
@@ -81,9 +84,10 @@ def docker_round_trips(client: docker.DockerClient, image: str, label: str, coun
 
 
 # rock ----------------------------------------------------------------------------------------------------
-def rock_create_and_run(url: str, image: str) -> float:
+def rock_create_and_run(url: str, image: str, warm: bool = False) -> float:
+    """Create (with LIMITS, or the default spec a warm pool holds), run one command, delete."""
     began = time.perf_counter()
-    sandbox = Sandbox(image, admin_url=url, **LIMITS)
+    sandbox = Sandbox(image, admin_url=url) if warm else Sandbox(image, admin_url=url, **LIMITS)
     sandbox.run("true")
     took = time.perf_counter() - began
     sandbox.close()
@@ -108,6 +112,21 @@ async def rock_concurrent(url: str, image: str, count: int) -> list[float]:
     return [r for r in results if isinstance(r, float)]
 
 
+def wait_for_pool(fleet: LocalFleet, image: str, size: int) -> None:
+    for _ in range(3000):
+        if fleet.health().get("warm", {}).get(image, 0) >= size:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the warm pool of {image} did not refill to {size}; see {fleet.state_dir}")
+
+
+def pool_hits(url: str) -> float:
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith('rock_warm_pool_takes_total{outcome="hit"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,12 +135,14 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=20)
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--commands", type=int, default=200)
+    parser.add_argument("--warm", type=int, default=4, help="the warm pool's size (0: no pool row)")
     args = parser.parse_args()
     image = resolve_image(args.image)
     label = uuid.uuid4().hex[:8]
     client = docker.from_env(max_pool_size=64)
     fleet = LocalFleet(short_tmp("rock-bench-"), f"bench-{label}")
-    fleet.admin.args += ["--worker-slots", str(max(64, args.concurrent))]
+    fleet.admin.args += ["--worker-slots", str(max(64, args.concurrent + args.warm))]
+    fleet.admin.args += ["--warm", f"{args.image}={args.warm}"] if args.warm else []
     fleet.admin.start()
     results: dict[str, object] = {"image": image}
     try:
@@ -132,6 +153,15 @@ def main() -> None:
         print(f"create-to-first-command, {args.sequential} sequential ...")
         raw_seq = [docker_create_and_exec(client, image, label) for _ in range(args.sequential)]
         rock_seq = [rock_create_and_run(fleet.url, image) for _ in range(args.sequential)]
+
+        rock_warm = []
+        if args.warm:
+            print(f"create-to-first-command from the warm pool, {args.sequential} sequential ...")
+            for _ in range(args.sequential):
+                wait_for_pool(fleet, args.image, args.warm)
+                # The pool's spec names the image as the operator wrote it (--warm IMAGE=N).
+                rock_warm.append(rock_create_and_run(fleet.url, args.image, warm=True))
+            results["warm_pool_hits"] = pool_hits(fleet.url)
 
         print(f"create-to-first-command, {args.concurrent} concurrent ...")
         with ThreadPoolExecutor(args.concurrent) as pool:
@@ -157,6 +187,11 @@ def main() -> None:
 
     rows = [
         ("sequential create", summary(rock_seq, args.sequential), summary(raw_seq, args.sequential)),
+        *(
+            [("warm pool create", summary(rock_warm, args.sequential), summary(raw_seq, args.sequential))]
+            if rock_warm
+            else []
+        ),
         ("concurrent create", summary(rock_conc, args.concurrent), summary(raw_conc, args.concurrent)),
         ("session round trip", summary(rock_rt, args.commands), summary(raw_rt, args.commands)),
     ]
@@ -175,6 +210,12 @@ def main() -> None:
         "all_concurrent_ok": conc["rock"]["ok"] == args.concurrent,  # type: ignore[index]
         "round_trip_within_0.5x": rt["p50_ratio"] <= 0.5,  # type: ignore[index]
     }
+    if "warm_pool_create" in results:
+        warm = results["warm_pool_create"]
+        results["goals"]["warm_p50_within_0.25x"] = warm["p50_ratio"] <= 0.25  # type: ignore[index]
+        results["goals"]["warm_p50_under_90ms"] = warm["rock"]["p50"] < 0.090  # type: ignore[index]
+        hits = results["warm_pool_hits"]
+        print(f"warm pool: {hits:.0f} of {args.sequential} creates took a started sandbox")
     print(json.dumps(results))
 
 
