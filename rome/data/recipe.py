@@ -134,6 +134,7 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
         collected = _collect(env, tasks, folder, provider, set(train_ids), say)
         kept = _filter(data, collected, folder, provider, say)
     sft = _export(data, kept, folder, say)
+    _keep_as_atif(kept, folder, say)
     report = _funnel(tasks, collected, kept, sft, folder)
     prepared = PreparedTerminalData(
         folder=folder,
@@ -278,6 +279,24 @@ def _export(data: TerminalDataConfig, kept: Path, folder: Path, say: Callable[[s
             f"data: exported {stats.exported} SFT conversations, {stats.assistant_turns} assistant turns "
             f"({stats.error_turns} error-masked)"
         )
+    return out
+
+
+def _keep_as_atif(kept: Path, folder: Path, say: Callable[[str], None]) -> Path:
+    """The kept trajectories also as ATIF files (folder/atif/), written whole or not at all."""
+    import shutil
+
+    from rome.data.atif import export_atif
+    from rome.data.types import read_trajectories
+
+    out = folder / "atif"
+    if not out.is_dir():
+        partial = folder / "atif.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        written = export_atif(list(read_trajectories(kept)), partial)
+        partial.rename(out)
+        say(f"data: {len(written)} kept trajectories as ATIF in {out}")
     return out
 
 

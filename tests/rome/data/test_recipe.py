@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import atif
 import pytest
 
 from roll.rollout.terminal.config import TerminalEnvConfig
@@ -89,6 +90,9 @@ def test_a_small_stage_runs_every_step_then_is_reused(
         for message in calls:  # collected in the compact profile: the call shows only `command`
             assert set(json.loads(message["tool_calls"][0]["function"]["arguments"])) == {"command"}
     assert (prepared.folder / "funnel" / "report.md").is_file()
+    # The kept trajectories are also kept as ATIF, each valid under the atif models.
+    kept_atif = sorted((prepared.folder / "atif").glob("*.json"))
+    assert len(kept_atif) == 2 and all(atif.Trajectory.model_validate_json(p.read_text()) for p in kept_atif)
     assert any(line.startswith("data: validated 3 instances") for line in said)
     # The kept trajectories say which calls failed, and none of them (each began with its scripted mistake)
     # may start an expert for initialized resampling.
