@@ -13,8 +13,9 @@ So before the tests (issue 26):
    recreates the folders the tests and the reward live in, so nothing the agent placed there survives,
    and fingerprints the grading toolchain: the interpreters and tools the tests are run with (bash, sh,
    python3, pytest, ...: the file each resolves to on PATH, and its bytes), the C library, the loader and
-   libpython, the loader's preload file and Python's start-up hooks (`sitecustomize`, `usercustomize`,
-   `.pth` files that run code).
+   libpython, the loader's preload file, Python's start-up hooks (`sitecustomize`, `usercustomize`, `.pth`
+   files that run code) and its standard library (each file's inode, size and ctime). The tests' Python
+   then reads bytecode only from a fresh folder (PYTHONPYCACHEPREFIX).
 3. *Compare.* The fingerprint must equal the one taken when the sandbox was opened, before the agent ran.
    A difference means the tests would run on tools the agent changed: the episode is *tampered*, scores 0,
    and its tests are not run.
@@ -52,6 +53,9 @@ CULL_CHECKS = 60
 CULL_CHECK_DELAY = 0.05
 """Reads of the cgroup after the cull: killed orphans leave once the rocklet has reaped them."""
 FRESH_DIRS = (TESTS_MOUNT, VERIFIER_LOGS, BUNDLE_ROOT)
+PYCACHE_PREFIX = f"{BUNDLE_ROOT}/pycache"
+"""Where the tests' Python keeps its bytecode (PYTHONPYCACHEPREFIX): a folder made after the cull, so no
+`.pyc` the agent planted in a `__pycache__` (with a header matching its source) is ever loaded."""
 GUARD_TIMEOUT = 120.0
 
 _PROGRAM = r"""
@@ -62,6 +66,8 @@ SITE_GLOBS = ("/usr/lib/python3*", "/usr/local/lib/python3*", "/usr/lib/python3*
               "/usr/local/lib/python3*/*-packages", "/opt/conda/lib/python3*",
               "/opt/conda/lib/python3*/*-packages")
 HOOKS = ("sitecustomize.py", "usercustomize.py")
+STDLIB_GLOBS = ("/usr/lib/python3.*", "/usr/local/lib/python3.*", "/opt/conda/lib/python3.*")
+PACKAGE_DIRS = ("site-packages", "dist-packages", "__pycache__")
 LIBRARIES = ("/usr/local/lib/libpython3*.so*", "/usr/lib/*/libpython3*.so*", "/lib/*/libc.so.6",
              "/usr/lib/*/libc.so.6", "/lib64/ld-linux*.so*", "/usr/lib/*/ld-linux*.so*", "/lib/ld-musl*.so*")
 
@@ -88,6 +94,8 @@ def fingerprint():
     found["preload"] = digest("/etc/ld.so.preload") if os.path.lexists("/etc/ld.so.preload") else "absent"
     for path in sorted({p for pattern in LIBRARIES for p in glob.glob(pattern)}):
         found["library " + path] = "%s %s" % (os.path.realpath(path), digest(path))
+    for root in sorted({d for pattern in STDLIB_GLOBS for d in glob.glob(pattern) if os.path.isdir(d)}):
+        found["stdlib " + root] = stdlib_print(root)
     for folder in sorted({d for pattern in SITE_GLOBS for d in glob.glob(pattern) if os.path.isdir(d)}):
         try:
             names = sorted(os.listdir(folder))
@@ -98,6 +106,24 @@ def fingerprint():
             if name in HOOKS or (name.endswith(".pth") and runs_code(path)):
                 found["hook " + path] = digest(path)
     return found
+
+
+def stdlib_print(root):
+    # Every file's identity, not its bytes (thousands of files): a write or a replacement changes its
+    # ctime, which no process can set back. Installed packages and bytecode caches are left out.
+    summary, count = hashlib.sha256(), 0
+    for folder, folders, names in os.walk(root):
+        folders[:] = sorted(d for d in folders if d not in PACKAGE_DIRS)
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            line = "%s %d %d %d %d\n" % (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            summary.update(line.encode("utf-8", "surrogateescape"))
+            count += 1
+    return "%d files %s" % (count, summary.hexdigest())
 
 
 def runs_code(path):

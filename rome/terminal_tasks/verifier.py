@@ -18,7 +18,7 @@ from rome.terminal_tasks.bundle import (
     uv_bundle,
     verifier_path,
 )
-from rome.terminal_tasks.grading_guard import Baseline, GuardableSandbox, seal_for_grading
+from rome.terminal_tasks.grading_guard import PYCACHE_PREFIX, Baseline, GuardableSandbox, seal_for_grading
 from rome.terminal_tasks.sandbox import TrialSandbox
 from rome.terminal_tasks.task import AGENT_LOGS, TESTS_MOUNT, VERIFIER_LOGS, Task
 
@@ -108,9 +108,11 @@ def verify(sandbox: TrialSandbox, task: Task) -> Verdict:
                 error=f"tampered: {tampered}",
                 tampered=tampered,
             )
-        fresh = f"mkdir -p {AGENT_LOGS}"
+        fresh = f"mkdir -p {AGENT_LOGS} {PYCACHE_PREFIX}"
+        guarded_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": PYCACHE_PREFIX}
     else:  # a sandbox without ROCK's runtime (plain Docker): no guard, the folders emptied by the shell
         fresh = f"rm -rf {TESTS_MOUNT} {VERIFIER_LOGS} && mkdir -p {TESTS_MOUNT} {VERIFIER_LOGS} {AGENT_LOGS}"
+        guarded_env = {}
     sandbox.run(fresh, timeout=30)
     for folder in (task.tests_dir, task.step_tests_dir):
         if folder is not None and folder.is_dir() and any(folder.iterdir()):
@@ -119,7 +121,7 @@ def verify(sandbox: TrialSandbox, task: Task) -> Verdict:
         sandbox.upload(list(task.extra_test_files), TESTS_MOUNT)
     with_uv = uses_uv(task)
     # The task's [verifier.env] (a step's [steps.verifier.env]) first: what the harness sets must hold.
-    env = {**task.verifier_env, "TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**task.verifier_env, "TEST_DIR": TESTS_MOUNT, "PYTHONDONTWRITEBYTECODE": "1", **guarded_env}
     prelude = ""
     if uses_pytest(task) or with_uv:
         sandbox.upload([pytest_bundle()], BUNDLE_ROOT)
