@@ -126,3 +126,29 @@ def test_the_llm_judge_keeps_yes_and_drops_no_or_an_unreadable_verdict() -> None
         asked = model.requests[0]["messages"][0]["content"]
     assert verdicts == [None, "judge: not solved", "judge: unreadable verdict 'It depends'"]
     assert records[0].instruction in asked and "$ grep -v '^#' /app/data/n.txt" in asked
+
+
+def test_kept_records_carry_what_happened_to_each_call(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    write_trajectories(source, [transcript([shell("cat /app/nope", code=1), SUM], tid="a")])
+    filter_file(source, tmp_path / "out.jsonl")
+    [record] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [m["error"] for m in record["messages"] if m["role"] == "assistant"] == [True, False, False]
+
+
+@pytest.mark.docker
+def test_a_replay_this_machine_cannot_run_drops_nothing_and_says_so(tmp_path: Path) -> None:
+    from rome.bench.runner import sandbox_provider
+    from rome.data.filter import ReplayCannotRun, replay_stage
+    from rome.data.taskset import generate
+
+    generate("numeric", 1, 0, tmp_path / "tasks", {"level": 1})
+    task = tmp_path / "tasks" / "numeric-0"
+    (task / "environment" / "Dockerfile").write_text("FROM ale/no-such-base:0\n")  # cannot build here
+    record = transcript([SUM], tid="numeric-0").model_copy(update={"task_path": str(task)})
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_trajectories(source, [record])
+    cannot = pytest.raises(ReplayCannotRun, match=r"the replay of numeric-0#0 could not run on this machine")
+    with sandbox_provider("rock") as provider, cannot:
+        filter_file(source, out, replay=replay_stage(provider))
+    assert not out.exists()  # nothing was dropped as "tests fail after the replay", nothing is cached
