@@ -16,6 +16,11 @@ The answer is matched leniently, as the agent re-serializes it: the same text on
 taken out, the same number of tool calls with the same names and arguments (ids may differ: the agent names
 calls it parsed from text itself). A summary call (iflow's summary prompt and a transcript) is answered but
 never recorded, and only one is allowed between two chunks. The first call of an episode fixes its root.
+
+iflow's sub-agents (its `task` tool) talk to the model with a context of their own: a call that continues no
+thread of the episode may open a new one when it is the first call of a sub-agent for a `task` call the
+model just made (its user message begins with that call's prompt; its tools are among the episode's), once
+per such call.
 """
 
 from __future__ import annotations
@@ -42,6 +47,37 @@ def is_summary_request(messages: Sequence[Message]) -> bool:
         and message_text(messages[0]) == SUMMARY_PROMPT
         and messages[1].get("role") == "user"
         and message_text(messages[1]).startswith("<transcript>")
+    )
+
+
+def subagent_prompts(answer: Message) -> list[str]:
+    """The prompts of an answer's `task` calls (iflow's sub-agents), native or as `<tool_call>` text."""
+    calls = [(_name(call), _arguments(call)) for call in answer.get("tool_calls") or []]
+    for block in TOOL_CALL_BLOCK.findall(message_text(answer)):
+        try:
+            payload = json.loads(block)
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            raw = payload.get("arguments", {})
+            calls.append((payload.get("name"), _parse(raw) if isinstance(raw, str) else raw))
+    return [
+        arguments["prompt"]
+        for name, arguments in calls
+        if name == "task" and isinstance(arguments, dict) and isinstance(arguments.get("prompt"), str)
+    ]
+
+
+def opens_subagent(prompt: str, messages: Sequence[Message]) -> bool:
+    """`messages` are a sub-agent's first call for `prompt`: its system messages, then one user message that
+    begins with the prompt (iflow may append reminders to it), nothing else."""
+    head = _head_end(messages)
+    return (
+        len(messages) == head + 1
+        and head >= 1
+        and messages[head].get("role") == "user"
+        and message_text(messages[head]).startswith(prompt)
+        and bool(prompt.strip())
     )
 
 

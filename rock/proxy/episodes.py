@@ -8,11 +8,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iflow.types import ContextConfig, ContextState
-from rock.proxy.continuity import continuation_error, is_summary_request
+from rock.proxy.continuity import continuation_error, is_summary_request, opens_subagent, subagent_prompts
 from rock.proxy.errors import ProxyError
 from rock.proxy.types import EpisodeOpen, EpisodeRecord, RecordedChunk, RefusalReason
 
 DEFAULT_MAX_CHUNKS = 256
+
+
+@dataclass
+class Thread:
+    """One conversation of an episode (the agent's, or one of its sub-agents'): what its last recorded call
+    sent (before the proxy prepared it), the answer it got and its tools. Its next call must continue it."""
+
+    sent: list[dict[str, Any]]
+    answer: dict[str, Any]
+    tools: Any
+    opened: set[int] = field(default_factory=set)  # its answer's `task` calls that opened a sub-agent
 
 
 @dataclass
@@ -21,23 +32,23 @@ class Episode:
     context: ContextConfig
     max_chunks: int = DEFAULT_MAX_CHUNKS
     state: ContextState = field(default_factory=ContextState)
-    # What the last recorded call sent (before the proxy prepared it) and the answer it got: the context
-    # the next call must continue (rock.proxy.continuity).
-    last_sent: list[dict[str, Any]] | None = None
-    last_answer: dict[str, Any] | None = None
-    tools: Any = None
+    threads: list[Thread] = field(default_factory=list)  # the first is the agent's own
+    last_thread: int | None = None  # the thread of the last recorded chunk
     # Summaries answered since the last chunk (at most one: iflow asks for one before its next call).
     summaries: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Admission:
-    """A call let through: a summary call (answered, never recorded), the next chunk (number `turn`), or a
-    retry of the last call (`retry`: its chunk, number `turn`, is replaced)."""
+    """A call let through: a summary call (answered, never recorded), the next chunk (number `turn`) of
+    `thread` (None: a new one, `parent` naming the thread and `task` call that opened it), or a retry of the
+    last call (`retry`: its chunk, number `turn`, is replaced)."""
 
     summary: bool
     turn: int
     retry: bool = False
+    thread: int | None = None
+    parent: tuple[int, int] | None = None
 
 
 class EpisodeStore:
@@ -108,27 +119,45 @@ class EpisodeStore:
                         episode, "extra_summary", "a summary call is answered once between two calls"
                     )
                 return Admission(summary=True, turn=turn)
-            if episode.last_sent is not None and messages == episode.last_sent and not episode.summaries:
+            last = None if episode.last_thread is None else episode.threads[episode.last_thread]
+            if last is not None and messages == last.sent and not episode.summaries:
                 # The agent asking again (its connection dropped before the answer reached it): the new
                 # answer replaces the last chunk, since the agent goes on from that one.
-                if body.get("tools") != episode.tools:
-                    self._refuse(episode, "tools_changed", "its tools differ from the episode's first call")
-                return Admission(summary=False, turn=turn - 1, retry=True)
+                if body.get("tools") != last.tools:
+                    self._refuse(episode, "tools_changed", "its tools differ from its thread's")
+                return Admission(summary=False, turn=turn - 1, retry=True, thread=episode.last_thread)
             if turn >= episode.max_chunks:
                 self._refuse(
                     episode,
                     "chunk_cap",
                     f"the episode has its {episode.max_chunks} chunks (the cap); end it and open a new one",
                 )
-            if episode.last_sent is not None and episode.last_answer is not None:
-                why = continuation_error(
-                    episode.last_sent, episode.last_answer, messages, episode.summaries, episode.context
-                )
-                if why is not None:
-                    self._refuse(episode, "not_continued", why)
-                if body.get("tools") != episode.tools:
-                    self._refuse(episode, "tools_changed", "its tools differ from the episode's first call")
-            return Admission(summary=False, turn=turn)
+            if not episode.threads:
+                return Admission(summary=False, turn=turn)  # the agent's first call roots the episode
+            return self._continued(episode, body, turn)
+
+    def _continued(self, episode: Episode, body: dict[str, Any], turn: int) -> Admission:
+        """The thread the call continues, or the sub-agent thread it opens; refused otherwise."""
+        messages, tools = body["messages"], body.get("tools")
+        order = sorted(range(len(episode.threads)), key=lambda i: i != episode.last_thread)
+        reason = None
+        for index in order:
+            thread = episode.threads[index]
+            why = continuation_error(thread.sent, thread.answer, messages, episode.summaries, episode.context)
+            if why is None:
+                if tools != thread.tools:
+                    self._refuse(episode, "tools_changed", "its tools differ from its thread's")
+                return Admission(summary=False, turn=turn, thread=index)
+            reason = reason or why
+        for index in order:
+            thread = episode.threads[index]
+            for call, prompt in enumerate(subagent_prompts(thread.answer)):
+                if call not in thread.opened and opens_subagent(prompt, messages):
+                    if not all(tool in (thread.tools or []) for tool in tools or []):
+                        self._refuse(episode, "tools_changed", "a sub-agent's tools must be its parent's")
+                    return Admission(summary=False, turn=turn, parent=(index, call))
+        self._refuse(episode, "not_continued", reason or "it continues no thread of the episode")
+        raise AssertionError("unreachable: _refuse raises")
 
     def add_summary(self, episode: Episode, summary: str) -> None:
         with self._lock:
@@ -150,9 +179,16 @@ class EpisodeStore:
                 self._refuse(episode, "concurrent", "another call continued the same context first")
             del episode.record.chunks[admission.turn :]
             episode.record.chunks.append(chunk)
-            episode.last_sent, episode.last_answer = sent, chunk.answer
-            if admission.turn == 0:
-                episode.tools = tools
+            thread = Thread(sent, chunk.answer, tools)
+            if admission.thread is None:
+                if admission.parent is not None:
+                    parent, call = admission.parent
+                    episode.threads[parent].opened.add(call)
+                episode.threads.append(thread)
+                episode.last_thread = len(episode.threads) - 1
+            else:  # a retry's new answer opens its own sub-agents: the agent never saw the old one
+                episode.threads[admission.thread] = thread
+                episode.last_thread = admission.thread
             episode.summaries = []
 
     @staticmethod

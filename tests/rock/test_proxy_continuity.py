@@ -106,3 +106,62 @@ def test_iflows_summary_continues_only_with_the_proxys_own_summary():
     assert continuation_error(previous, answer, forged, ["The notes were read."], config) is not None
     detached = [*summarized[:2], {"role": "user", "content": "Now do something else."}]
     assert continuation_error(previous, answer, detached, ["The notes were read."], config) is not None
+
+
+def _record(store: Any, episode: Any, body: dict[str, Any], answer: dict[str, Any]) -> None:
+    """What train mode does with an admitted call: record its chunk."""
+    from rock.proxy.types import Chunk, RecordedChunk
+
+    admission = store.admit(episode, body)
+    chunk = RecordedChunk(
+        chunk=Chunk(context_ids=[1], output_ids=[2]), messages=body["messages"], answer=answer, latency_s=0.0
+    )
+    store.add(episode, chunk, sent=body["messages"], tools=body.get("tools"), admission=admission)
+
+
+def test_a_subagent_opens_its_own_thread_once_per_task_call():
+    import pytest
+
+    from rock.proxy.episodes import EpisodeStore
+    from rock.proxy.errors import ProxyError
+    from rock.proxy.types import EpisodeOpen
+
+    shell = {"type": "function", "function": {"name": "run_shell_command", "parameters": {}}}
+    task = {"type": "function", "function": {"name": "task", "parameters": {}}}
+    store = EpisodeStore()
+    episode = store.open(EpisodeOpen())
+    delegate = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("t1", "task", prompt="Find the notes.")],
+    }
+    _record(store, episode, {"messages": START, "tools": [shell, task]}, delegate)
+
+    child_start = [
+        {"role": "system", "content": "You are a sub-agent."},
+        {"role": "user", "content": "Find the notes.\n<system-reminder>\nenv\n</system-reminder>"},
+    ]
+    with pytest.raises(ProxyError, match="parent"):  # a tool the parent does not have
+        store.admit(
+            episode, {"messages": child_start, "tools": [shell, {"type": "function", "function": {}}]}
+        )
+    found = {"role": "assistant", "content": "They are in /notes."}
+    _record(store, episode, {"messages": child_start, "tools": [shell]}, found)
+    child_next = [*child_start, found, {"role": "user", "content": "Go on."}]
+    _record(
+        store, episode, {"messages": child_next, "tools": [shell]}, {"role": "assistant", "content": "ok"}
+    )
+
+    with pytest.raises(ProxyError, match=r"do not continue"):  # the same task call opens no second thread
+        store.admit(episode, {"messages": child_start, "tools": [shell]})
+    main_next = [*START, delegate, {"role": "tool", "tool_call_id": "t1", "content": "They are in /notes."}]
+    _record(
+        store,
+        episode,
+        {"messages": main_next, "tools": [shell, task]},
+        {"role": "assistant", "content": "Done."},
+    )
+    with pytest.raises(ProxyError):
+        store.admit(episode, {"messages": [{"role": "user", "content": "Say the tests passed."}]})
+    assert len(episode.record.chunks) == 4
+    assert episode.record.refusals == {"tools_changed": 1, "not_continued": 2}
