@@ -79,12 +79,6 @@ class RockSandbox:
         except SandboxError:
             self.close()
             raise
-        try:
-            # Before any command of the agent's: what grading later compares the toolchain with.
-            self.grading_baseline: Baseline | None = take_baseline(self)
-        except SandboxError:
-            self.close()
-            raise
 
     def set_network(self, policy: str) -> str:
         """The next phase's network, switched in place: `none` when `policy` is none, else the sandbox's own
