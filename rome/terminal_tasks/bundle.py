@@ -122,8 +122,19 @@ def verifier_path(with_uv: bool) -> str:
     return f"{PYTEST_MOUNT}/bin:$PATH:{tail}"
 
 
+# Where the image has no python3 of its own, uv would download a managed Python; here it cannot
+# (UV_PYTHON_DOWNLOADS=never), and a venv made from ROCK's interpreter cannot start (that interpreter runs
+# only through ROCK's loader: "libpython3.11.so.1.0: cannot open shared object file"). The distribution's
+# python3, from the package cache, stands in; without apt or the cache, uv says it found no interpreter.
+UV_SYSTEM_PYTHON = (
+    "[ -x /usr/bin/python3 ] || [ -x /usr/local/bin/python3 ] || ! command -v apt-get >/dev/null || "
+    "{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+    "python3; } >/dev/null 2>&1 || true"
+)
+
 # uv's installer writes this file and scripts `source` it; ours puts the bundled uv on PATH instead.
 UV_INSTALLER_STANDIN = (
+    f"{{ {UV_SYSTEM_PYTHON}; }}; "
     'mkdir -p "$HOME/.local/bin" && for t in uv uvx; do '
     f'[ -e "$HOME/.local/bin/$t" ] || ln -s {UV_MOUNT}/$t "$HOME/.local/bin/$t"; done; '
     '[ -e "$HOME/.local/bin/env" ] || '
