@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from rock.admin.auth import LOCAL, check_quota
 from rock.admin.scheduler import ClientGone, Demand, demand_of
 from rock.admin.states import advance, failure_reason_of
+from rock.admin.warm import pool_label_ttl
 from rock.admin.writer import StoreFailed
 from rock.images.build import SANDBOX_BUILD_TIMEOUT
 from rock.sdk.calls import member_error
@@ -202,7 +203,10 @@ class Creates:
         if not spec.build_context:
             await self.admin.images.ensure(worker_id, spec.image)
         body = CreateShare(
-            sandboxes=[CreateOnWorker(id=info.id, spec=info.spec, owner=info.owner) for info in infos]
+            sandboxes=[
+                CreateOnWorker(id=info.id, spec=info.spec, owner=info.owner, label_ttl=pool_label_ttl(info))
+                for info in infos
+            ]
         )
         response = await self.admin._send(
             worker_id,

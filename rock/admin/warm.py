@@ -38,6 +38,12 @@ REFILL_INTERVAL = 1.0
 """Seconds between looks at the pool when nothing was taken (a take wakes it at once)."""
 
 
+def pool_label_ttl(info: SandboxInfo) -> float | None:
+    """A pool sandbox waits in the pool up to half its TTL before its TTL starts: its container's lifetime
+    label (rock.lifetime) must give it both, or another fleet could remove it from under its user."""
+    return info.spec.ttl * 1.5 if info.owner == POOL_OWNER else None
+
+
 class WarmPool:
     def __init__(self, admin: Admin, sizes: dict[str, int]) -> None:
         self.admin = admin

@@ -89,7 +89,7 @@ def create_worker_app(
 
     @app.post("/v1/sandboxes", status_code=201)
     async def create(body: CreateOnWorker) -> CreatedOnWorker:
-        return await worker.create(body.id, body.spec, body.owner)
+        return await worker.create(body.id, body.spec, body.owner, body.label_ttl)
 
     @app.post(GROUP_PATH, status_code=201)
     async def create_share(body: CreateShare) -> CreatedShare:

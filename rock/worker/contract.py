@@ -84,6 +84,9 @@ class CreateOnWorker(BaseModel):
     id: str
     spec: SandboxSpec
     owner: str
+    label_ttl: float | None = None
+    """Seconds the container's lifetime label gives it (rock.lifetime) when more than `spec.ttl`: a warm
+    pool's sandbox waits in the pool before its TTL starts."""
 
 
 class CreatedOnWorker(BaseModel):

@@ -227,7 +227,11 @@ class WorkerService(Heartbeats):
         return lookup
 
     # sandboxes --------------------------------------------------------------------------------------
-    async def create(self, sandbox_id: str, spec: SandboxSpec, owner: str) -> CreatedOnWorker:
+    async def create(
+        self, sandbox_id: str, spec: SandboxSpec, owner: str, label_ttl: float | None = None
+    ) -> CreatedOnWorker:
+        """Start the sandbox's container; `label_ttl`: seconds its lifetime label gives it before another
+        fleet may take it for abandoned (rock.lifetime), the spec's ttl unless the admin says more."""
         from rock.runtime import rocklet_container_env
 
         if sandbox_id in self._clients or sandbox_id in self._starting:
@@ -266,7 +270,7 @@ class WorkerService(Heartbeats):
                 host_dir=host_dir,
                 command=socket_dir.rocklet_command(),
                 env=rocklet_container_env() | self._package_env(spec),
-                labels=lifetime.sandbox_labels(spec.ttl, self._owner),
+                labels=lifetime.sandbox_labels(label_ttl or spec.ttl, self._owner),
             )
             try:
                 container_id = await self._disk.start(
@@ -306,7 +310,7 @@ class WorkerService(Heartbeats):
     async def create_share(self, sandboxes: list[CreateOnWorker]) -> list[ShareMember]:
         """Start a group create's share of this worker at once; each member started or failed on its own."""
         outcomes = await asyncio.gather(
-            *(self.create(s.id, s.spec, s.owner) for s in sandboxes), return_exceptions=True
+            *(self.create(s.id, s.spec, s.owner, s.label_ttl) for s in sandboxes), return_exceptions=True
         )
         return [share_member(s.id, outcome) for s, outcome in zip(sandboxes, outcomes, strict=True)]
 

@@ -31,6 +31,17 @@ def _hits(fleet: LocalFleet) -> float:
     return 0.0
 
 
+def _expires(sandbox_id: str) -> float:
+    import docker
+
+    client = docker.from_env()
+    try:
+        labels = client.api.inspect_container(f"rock-{sandbox_id}")["Config"]["Labels"]
+        return float(labels["rock.expires"])
+    finally:
+        client.close()
+
+
 def test_a_warm_pool_hands_out_fresh_sandboxes_refills_and_survives_a_restart():
     from rock.images import ensure_base_images
 
@@ -42,6 +53,8 @@ def test_a_warm_pool_hands_out_fresh_sandboxes_refills_and_survives_a_restart():
         _until(lambda: pooled() == 2, "the pool holds two started sandboxes")
         first_pool = fleet.containers()
         assert len(first_pool) == 2
+        # Its TTL starts when a user takes it: the lifetime label covers its wait in the pool too.
+        assert min(_expires(sid) for sid in first_pool) > time.time() + 1.4 * 3600
 
         sandbox = Sandbox("busybox", admin_url=fleet.url)  # exactly the pool's spec
         assert sandbox.id in first_pool and _hits(fleet) == 1
@@ -54,6 +67,7 @@ def test_a_warm_pool_hands_out_fresh_sandboxes_refills_and_survives_a_restart():
 
         with Sandbox("busybox", admin_url=fleet.url, cpus=0.5) as cold:  # another spec: started cold
             assert cold.id not in second_pool and _hits(fleet) == 1
+            assert _expires(cold.id) < time.time() + 1.1 * 3600
 
         fleet.admin.stop()
         fleet.admin.start()
