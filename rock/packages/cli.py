@@ -11,9 +11,10 @@ app = typer.Typer(help="The fleet's package cache (PyPI and Debian).", no_args_i
 
 # What graders commonly install at test time (pytest, the CTRF plugin, uv for the install script the
 # packages forwarder answers from the cache, and uv's tool runs of them) and what the
-# project's own task fixtures install (six in a Dockerfile, curl with apt).
+# project's own task fixtures install (six in a Dockerfile, curl with apt), and python3 for uv in images
+# that have none (rome/terminal_tasks/bundle.py installs it before a uv grader).
 SEED_PYPI = ("pytest", "pytest-json-ctrf", "six", "uv")
-SEED_APT = ("curl",)
+SEED_APT = ("curl", "python3")
 
 
 @app.command()

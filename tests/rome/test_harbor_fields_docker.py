@@ -79,3 +79,15 @@ def test_a_healthcheck_that_never_passes_is_an_infra_error(provider, tmp_path) -
     (row,) = report.rows
     assert row.cannot_run is not None and "environment not ready" in row.cannot_run
     assert "healthcheck unhealthy after 1" in row.cannot_run
+
+
+def test_a_uv_grader_runs_in_an_image_without_python(provider, tmp_path) -> None:
+    """uv cannot download a Python here: the bundle installs the distribution's python3 from the cache."""
+    world = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "fixtures"
+    task_dir = tmp_path / "tasks" / "uv-no-python"
+    shutil.copytree(world / "uv-curl-ctrf", task_dir)
+    (task_dir / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nWORKDIR /app\n")
+    suite = load_tasks(tmp_path / "tasks")
+    report = validate_tasks(suite.tasks, suite.errors, tmp_path / "out", provider=provider)
+    (row,) = report.rows
+    assert (row.oracle_reward, row.nop_reward, row.cannot_run) == (1.0, 0.0, None), row.problem
