@@ -19,8 +19,10 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import Depends, FastAPI, Header
+from fastapi import Depends, FastAPI, Header, Request, Response
+from pydantic import ValidationError
 
+from rock.sdk.errors import BadRequest
 from rock.serving import QuietSignalsServer, bind, install_error_handlers, uvicorn_config
 from rock.worker.contract import HEARTBEAT_PATH, Heartbeat, HeartbeatReply
 
@@ -87,19 +89,35 @@ class ControlListener:
         async def health() -> dict[str, object]:
             return health_of(admin)
 
-        @app.post(HEARTBEAT_PATH, dependencies=[Depends(worker_caller)])
-        async def heartbeat(beat: Heartbeat) -> HeartbeatReply:
-            admin.note_alive(beat.worker_id)
-            assert self.main_loop is not None
-            reconciled = asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(self._on_main_loop(beat), self.main_loop)
-            )
-            reconciled.add_done_callback(lambda f: f.cancelled() or f.exception())  # marks its error seen
-            # asyncio.wait, not wait_for: past PROMPT the reconciliation still runs, only unawaited.
-            done, _ = await asyncio.wait({reconciled}, timeout=PROMPT)
-            if done:
-                return reconciled.result()
-            self.late += 1
-            return HeartbeatReply(remove=[], heartbeat_port=self.port)
+        @app.post(HEARTBEAT_PATH, dependencies=[Depends(worker_caller)], response_model=HeartbeatReply)
+        async def heartbeat(request: Request) -> Response:
+            # pydantic parses the JSON itself: a beat lists every sandbox of its worker, and FastAPI's
+            # json.loads + validation of the dict took ~3x as long (408 against 143 us for 200 sandboxes;
+            # this thread held a fifth of the admin's CPU samples in a 12,000-sandbox burst on 100 workers).
+            try:
+                beat = Heartbeat.model_validate_json(await request.body())
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise BadRequest(
+                    f"invalid heartbeat: {first['msg']} at {first['loc']}; a worker of this admin's version "
+                    "sends valid ones"
+                ) from None
+            reply = await self._answer(beat)
+            return Response(reply.model_dump_json(), media_type="application/json")
 
         return app
+
+    async def _answer(self, beat: Heartbeat) -> HeartbeatReply:
+        """Proof of life now; the reconciliation on the main loop, waited for up to PROMPT seconds."""
+        self.admin.note_alive(beat.worker_id)
+        assert self.main_loop is not None
+        reconciled = asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self._on_main_loop(beat), self.main_loop)
+        )
+        reconciled.add_done_callback(lambda f: f.cancelled() or f.exception())  # marks its error seen
+        # asyncio.wait, not wait_for: past PROMPT the reconciliation still runs, only unawaited.
+        done, _ = await asyncio.wait({reconciled}, timeout=PROMPT)
+        if done:
+            return reconciled.result()
+        self.late += 1
+        return HeartbeatReply(remove=[], heartbeat_port=self.port)

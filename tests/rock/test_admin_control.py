@@ -116,3 +116,17 @@ def test_a_heartbeat_is_answered_while_a_10000_create_burst_is_under_way(admin_f
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
+
+
+def test_a_malformed_heartbeat_is_refused_plainly(admin_factory):
+    admin = _admin(admin_factory())
+    url = heartbeat_url("http://127.0.0.1:1", admin.control_port)
+    response = httpx.post(
+        url,
+        content=b'{"worker_id": 3}',
+        headers={"Authorization": f"Bearer {admin.auth.worker_token}", "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 422 and "invalid heartbeat" in response.json()["message"]
+    unauthorized = httpx.post(url, content=b"{}", timeout=30)
+    assert unauthorized.status_code == 401
