@@ -90,6 +90,7 @@ class Creates:
         outcomes: dict[str, Outcome] = {}
         shares: dict[str, list[SandboxInfo]] = {}
         queued: list[str] = []
+        worker_id: str | None = None
         for _ in range(count):
             sandbox_id = secrets.token_hex(6)
             ids.append(sandbox_id)
@@ -106,7 +107,10 @@ class Creates:
                 ids[-1] = warm.id
                 outcomes[warm.id] = ("running", warm)
                 continue
-            worker_id = admin.scheduler.place_now(sandbox_id, demand, caller.name, prefer)
+            # A group packs onto the worker of its previous member while that one has room: one call per
+            # worker is then one call for most of the group (spread, a group of 8 was 8 calls of one).
+            last = {worker_id} if worker_id else None
+            worker_id = admin.scheduler.place_now(sandbox_id, demand, caller.name, (last, prefer))
             if worker_id is None:
                 queued.append(sandbox_id)
             else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rock.sdk.errors import BadRequest, CapacityExceeded, RockError
@@ -134,13 +135,14 @@ class Scheduler:
         return True
 
     # placement --------------------------------------------------------------------------------------
-    def place(self, demand: Demand, prefer: set[str] | None = None) -> str | None:
-        """The worker with the most free room left after placing `demand`, or None when none fits; among the
-        `prefer` workers (those holding the sandbox's image) first when one of them fits."""
-        if prefer:
-            preferred = self._place(demand, prefer)
-            if preferred is not None:
-                return preferred
+    def place(self, demand: Demand, prefer: Iterable[set[str] | None] = ()) -> str | None:
+        """The worker with the most free room left after placing `demand`, or None when none fits; among
+        each `prefer` set in turn first (a group's worker so far, those holding the image) when one fits."""
+        for among in prefer:
+            if among:
+                preferred = self._place(demand, among)
+                if preferred is not None:
+                    return preferred
         return self._place(demand, None)
 
     def _place(self, demand: Demand, among: set[str] | None) -> str | None:
@@ -197,7 +199,7 @@ class Scheduler:
             )
 
     def place_now(
-        self, sandbox_id: str, demand: Demand, owner: str, prefer: set[str] | None = None
+        self, sandbox_id: str, demand: Demand, owner: str, prefer: Iterable[set[str] | None] = ()
     ) -> str | None:
         """Reserve room at once and return the worker's id, or None when none has room or creates already
         wait (they go first)."""

@@ -97,10 +97,12 @@ def test_a_group_larger_than_the_room_runs_what_fits_and_says_why_the_rest_did_n
 
 
 async def test_the_async_sdk_makes_a_group_and_its_members_work_alone(simulated_fleet):
-    thread, _ = simulated_fleet
+    thread, posts = simulated_fleet
     group = await AsyncSandbox.group(3, "busybox", admin_url=thread.url, api_key=KEY, cpus=0.5)
     try:
         assert group.complete and group.summary == "3 of 3 sandboxes running"
+        # Packed onto the worker with the most room while it has room: one call, not one per member.
+        assert len({s.info.worker_id for s in group.sandboxes}) == 1 and len(posts) == 1
         await group.sandboxes[0].close()  # one member deleted leaves the others running
         assert (await group.sandboxes[1].refresh()).state == "running"
     finally:
