@@ -362,10 +362,11 @@ class WorkerService(Heartbeats):
     async def _image(self, spec: SandboxSpec) -> str:
         """The local image to run: built from `build_context`, or `image` resolved through the alias table."""
         from rock.images import ImageError, build_image, resolve_image
+        from rock.images.build import BuildLimits
 
         try:
-            if spec.build_context is not None:
-                return await self._blocking(build_image, spec.build_context)
+            if spec.build_context is not None:  # the admin has checked it is one of the operator's folders
+                return await self._blocking(build_image, spec.build_context, limits=BuildLimits.of(spec))
             return await self._blocking(resolve_image, spec.image, client=self.docker)
         except ImageError as exc:
             raise SandboxFailed(str(exc), FailureReason.IMAGE_ERROR) from exc
