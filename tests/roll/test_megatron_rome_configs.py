@@ -63,8 +63,8 @@ def test_recipes_generate_hundreds_of_tasks_and_hold_out_at_least_256(name: str)
     env = _ipa(name).env
     assert isinstance(env, TerminalEnvConfig) and env.data is not None
     data = env.data
-    # Six families (the SFT schedule is sized for them), each instance's level drawn from its seed; line-filter
-    # is held out as a family.
+    # Six families (the SFT schedule is sized for them), each instance's level drawn from its seed;
+    # line-filter is held out as a family.
     assert set(data.families) == set(FAMILIES) - {"fix-bug", "line-filter"}
     assert set(data.out_of_family) == {"line-filter"}
     assert all("level" not in knobs for knobs in data.families.values())
