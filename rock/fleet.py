@@ -275,13 +275,19 @@ def remove_containers(worker_id: str) -> None:
 
 
 def _stop_when_orphaned(
-    parent_pid: int, worker_ids: list[str], state_dir: Path, child: subprocess.Popen[bytes]
+    parent_pid: int,
+    worker_ids: list[str],
+    state_dir: Path,
+    child: subprocess.Popen[bytes],
+    cleaning: threading.Event,
 ) -> None:
     while True:
         time.sleep(2)
         try:
             os.kill(parent_pid, 0)
         except ProcessLookupError:
+            # Said before the child stops: the main thread, whose wait then returns, must let this finish.
+            cleaning.set()
             # The fleet stops first: a create still under way would otherwise start a container after the
             # sweep below, and the stopped worker would leave it running.
             _stop(child)
@@ -307,12 +313,16 @@ def main() -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    guard = (options.parent_pid, options.worker_id, options.state_dir, child)
-    threading.Thread(target=_stop_when_orphaned, args=guard, daemon=True).start()
+    cleaning = threading.Event()
+    guard = (options.parent_pid, options.worker_id, options.state_dir, child, cleaning)
+    watcher = threading.Thread(target=_stop_when_orphaned, args=guard, daemon=True)
+    watcher.start()
     try:
         child.wait()
     finally:
         _stop(child)
+        if cleaning.is_set():  # the launcher died: the sweep of its containers and state folder finishes
+            watcher.join(timeout=120)
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:

@@ -88,7 +88,7 @@ def test_a_keyless_loopback_admin_still_demands_the_worker_credential(admin_fact
         json=beat("node-1", "http://127.0.0.1:9"),
         headers=bearer(WORKER_TOKEN),
     )
-    assert accepted.status_code == 200 and accepted.json() == {"remove": []}
+    assert accepted.status_code == 200 and accepted.json()["remove"] == []
 
 
 def test_a_loopback_worker_answers_only_its_credential(tmp_path):

@@ -57,12 +57,14 @@ def test_the_main_job_runs_end_to_end_at_ci_size(
     out = io.StringIO()
     train(config, Console(file=out, width=100))
     printed = out.getvalue()
-    assert "data: validated 4 instances" in printed
-    assert "data: 2 train and 2 held-out instances" in printed
+    assert "data: validated 6 instances" in printed
+    assert "data: 2 train, 2 held-out and 2 out-of-family instances" in printed
     run_dir = tmp_path / "run"
     recorded = json.loads((run_dir / "config.json").read_text())["env"]
     assert recorded["task_ids"] == ["file-ops-0", "file-ops-1"]
     assert recorded["eval_task_ids"] == ["file-ops-100000", "file-ops-100001"]
+    apart = recorded["out_of_family_task_ids"]  # the config's line-filter, never trained on
+    assert len(apart) == 2 and all(task.startswith("line-filter-") for task in apart)
     assert (tmp_path / "sft" / "model" / "config.json").is_file()
     evals = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
     assert [(e["label"], e["episodes"], e["failed"]) for e in evals] == [
@@ -72,6 +74,7 @@ def test_the_main_job_runs_end_to_end_at_ci_size(
     ]
     for record in evals:  # the scripted engine follows the oracle when greedy
         assert sorted(record["won_seeds"]) == ["file-ops-100000@0", "file-ops-100001@0"]
+        assert sorted(record["out_of_family"]["won_seeds"]) == sorted(f"{task}@0" for task in apart)
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2] and all(s["train/loss_tokens"] > 0 for s in steps)
     assert (run_dir / "model" / "config.json").is_file()
