@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from roll.pipeline.comparison import Paired, RunRow, final_vs, run_row, verdict
@@ -58,7 +59,7 @@ def train(config: Path, seed: int, out: Path, extra: list[str], console: Console
     name = run_name(config, seed)
     command = [sys.executable, "-m", "roll.cli", "train", str(config), *seeded(seed, out, config), *extra]
     load_before = os.getloadavg()[0]
-    console.print(f"[bold]{name}[/bold]: {' '.join(command[3:])} (load {load_before:.2f})")
+    console.print(f"[bold]{name}[/bold]: {escape(' '.join(command[3:]))} (load {load_before:.2f})")
     started = time.perf_counter()
     log = out / f"{name}.log"
     with log.open("w") as handle:
