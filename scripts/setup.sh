@@ -71,7 +71,7 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 || fail "dockerd did not answer within 60 s; read .ale/dockerd.log."
 fi
 
-step "System tools: debootstrap and busybox-static (local base images), tmux and ripgrep (iflow), apt-cacher, chromium"
+step "System tools: debootstrap and busybox-static (local base images), tmux and ripgrep (iflow), apt-cacher, chromium, e2fsprogs, gcc"
 missing=()
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 # The package cache's Debian half (apt-cacher-ng cannot bind its socket under gVisor; apt-cacher can).
@@ -82,6 +82,11 @@ command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 # Headless Chromium and its driver: the tests of `roll view`, `rome-bench view` and the fleet page drive it.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -e /usr/bin/chromedriver ] || missing+=(chromium-driver)
+# A sandbox's disk limit is a filesystem of its size on a loop device (mkfs.ext4, losetup); the adversarial
+# suite compiles its ld.so.preload cheat with the C compiler.
+command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+command -v losetup >/dev/null 2>&1 || missing+=(mount)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
 [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 
 step "PostgreSQL server binaries (the ROCK store's PostgreSQL tests and control-plane benchmark start their own)"
