@@ -11,6 +11,9 @@ same entry point, so deployment and training see the same context:
         messages, report = apply_summary(prepared.summary_request, text, config, counter, file_contents)
     send(messages)                         # and keep them as the history: reminders and compression stay
 
+The types it works on (`ContextConfig`, `ContextState`, `ContextInputs`) are exported here too, so a caller
+outside iflow (the model proxy) needs nothing of iflow but this package.
+
 The proxy sees only messages: it passes `ContextInputs()` (the agent's reminders are already in the
 messages it forwards, and `prepare` adds none twice), and must use the agent's `ContextConfig` and token
 counter, or its thresholds fall elsewhere.
@@ -37,9 +40,13 @@ from iflow.context.tokens import (
     message_text,
     tool_schema_tokens,
 )
+from iflow.types import ContextConfig, ContextInputs, ContextState
 
 __all__ = [
     "CharEstimateCounter",
+    "ContextConfig",
+    "ContextInputs",
+    "ContextState",
     "TokenCounter",
     "TokenizerCounter",
     "apply_summary",

@@ -30,9 +30,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from iflow.context import message_text
+from iflow.context import ContextConfig, message_text
 from iflow.context.compress import SUMMARY_INTRO, SUMMARY_PROMPT
-from iflow.types import ContextConfig
 
 Message = dict[str, Any]
 

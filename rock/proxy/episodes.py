@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from iflow.types import ContextConfig, ContextState
+from iflow.context import ContextConfig, ContextState
 from rock.proxy.continuity import continuation_error, is_summary_request, opens_subagent, subagent_prompts
 from rock.proxy.errors import ProxyError
 from rock.proxy.types import EpisodeOpen, EpisodeRecord, RecordedChunk, RefusalReason

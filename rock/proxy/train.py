@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from iflow.context import CharEstimateCounter, apply_summary, prepare
-from iflow.types import ContextState
+from iflow.context import CharEstimateCounter, ContextState, apply_summary, prepare
 from rock.proxy.episodes import Episode, EpisodeStore
 from rock.proxy.errors import ProxyError
 from rock.proxy.types import Chunk, RecordedChunk
