@@ -15,32 +15,34 @@ from iflow.agent.build import AgentOptions, AgentParts, build_agent, llm_config
 from iflow.agent.loop import Agent
 from iflow.agent.runtime import AgentConfig
 from iflow.executors.rock import RockExecutor
-from iflow.llm import LLMClient
+from iflow.llm import ChatEndpoint, LLMClient
 from iflow.settings import load_settings
 from iflow.todos import TodoStore
 from iflow.types import PromptProfile
 
 if TYPE_CHECKING:
-    from rock.sdk import Sandbox
+    from iflow.executors.rock import Sandbox
 
 
 @contextmanager
 def sandbox_agent(
     sandbox: Sandbox,
     workdir: str,
-    base_url: str,
+    base_url: str | ChatEndpoint,
     model: str,
     timeout_s: float,
     max_turns: int,
     prompt_profile: PromptProfile | None = None,
     tmp_prefix: str = "iflow-sandbox-",
 ) -> Iterator[tuple[Agent, AgentParts]]:
-    """A YOLO agent and its parts; the sandbox stays open when the agent closes (its owner deletes it)."""
+    """A YOLO agent and its parts; the sandbox stays open when the agent closes (its owner deletes it).
+    `base_url`: the model's OpenAI base URL, or an endpoint in this process (no HTTP)."""
+    endpoint = None if isinstance(base_url, str) else base_url
     cwd = Path(tempfile.mkdtemp(prefix=tmp_prefix))  # empty: no host memory or hooks leak into the agent
     try:
         options = AgentOptions(
             cwd=cwd,
-            base_url=base_url,
+            base_url=base_url if endpoint is None else endpoint.name,
             model=model,
             approval_mode=ApprovalMode.YOLO,
             prompt_profile=prompt_profile,
@@ -48,7 +50,9 @@ def sandbox_agent(
         settings = load_settings(cwd)
         # One call may take as long as the episode: a shorter read timeout would retry it while the
         # engine still works on the first request (on a loaded CPU one call can take minutes).
-        llm = LLMClient(llm_config(settings, options).model_copy(update={"timeout_s": timeout_s}))
+        llm = LLMClient(
+            llm_config(settings, options).model_copy(update={"timeout_s": timeout_s}), endpoint=endpoint
+        )
         executor = RockExecutor(sandbox, workdir=workdir)
         config = AgentConfig(
             approval_mode=ApprovalMode.YOLO,

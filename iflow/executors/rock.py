@@ -11,7 +11,7 @@ import posixpath
 import re
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iflow.executors.base import (
     DEFAULT_OUTPUT_CAP,
@@ -24,6 +24,10 @@ from iflow.executors.base import (
     match_glob,
 )
 
+if TYPE_CHECKING:
+    # The one module of iflow that names ROCK: the agent reaches a sandbox through this executor.
+    from rock.sdk import Sandbox
+
 SHELL_SESSION = "iflow"
 HELPER_TIMEOUT_S = 60.0  # listing, searching, stat: iflow's own commands, not the model's
 
@@ -33,7 +37,7 @@ class RockExecutor:
 
     def __init__(
         self,
-        sandbox: Any,
+        sandbox: Sandbox,
         workdir: str = "/tmp/workspace",
         output_cap: int = DEFAULT_OUTPUT_CAP,
         owns_sandbox: bool = False,
@@ -55,9 +59,9 @@ class RockExecutor:
 
         With ``upload``, that local folder is copied to ``workdir/<its name>``, which becomes the workdir.
         """
-        import rock
+        from rock.sdk import Sandbox
 
-        sandbox = rock.Sandbox(image=image, **sandbox_options)
+        sandbox = Sandbox(image=image, **sandbox_options)
         try:
             if upload is not None:
                 sandbox.exec(["mkdir", "-p", workdir], timeout=HELPER_TIMEOUT_S)
