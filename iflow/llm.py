@@ -4,6 +4,9 @@ The agent keeps its history in the OpenAI shape (assistant ``tool_calls``, ``too
 served without a tool-call parser get the text protocol instead: the tool schemas go into the system
 prompt, calls come back as ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, and
 this module translates the history both ways so the agent never sees the difference.
+
+A host that runs the model's endpoint in its own process (ROLL's rollout worker, with the train-mode proxy
+as a library) hands the client a ``ChatEndpoint`` instead: the same requests and answers, no HTTP.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn, Protocol
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +29,29 @@ _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 class LLMError(RuntimeError):
     """The model endpoint could not give an answer; the message says why and what to do."""
+
+
+class EndpointError(Exception):
+    """A ``ChatEndpoint`` refused a request: the message says why, ``status`` is the HTTP status the same
+    answer would have over HTTP (the client treats both alike: 429/5xx/408/409 are retried)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ChatEndpoint(Protocol):
+    """An OpenAI chat endpoint in this process, for a host that runs the model's server side itself.
+
+    ``chat`` takes the request body (never ``stream``) and returns the whole ``chat.completion``; it raises
+    ``EndpointError`` for an answer an HTTP server would give as an error status, and ``TimeoutError`` when
+    no answer came in ``timeout_s`` (it then stops the work it started). ``name`` names the endpoint in
+    error messages."""
+
+    @property
+    def name(self) -> str: ...
+
+    def chat(self, body: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
 
 
 class LLMConfig(BaseModel):
@@ -99,10 +125,18 @@ class LLMReply:
 
 
 class LLMClient:
-    """One OpenAI-compatible endpoint. ``complete`` streams text to ``on_text`` as it arrives."""
+    """One OpenAI-compatible endpoint. ``complete`` streams text to ``on_text`` as it arrives.
 
-    def __init__(self, config: LLMConfig, transport: httpx.BaseTransport | None = None) -> None:
+    With ``endpoint`` the calls go to it in this process (``config.base_url`` is then not used)."""
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        transport: httpx.BaseTransport | None = None,
+        endpoint: ChatEndpoint | None = None,
+    ) -> None:
         self.config = config
+        self._endpoint = endpoint
         headers = {"Content-Type": "application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
@@ -172,11 +206,16 @@ class LLMClient:
     def _stream_once(
         self, body: dict[str, Any], on_text: TextSink, messages: list[dict[str, Any]]
     ) -> LLMReply:
+        if self._endpoint is not None:
+            return self._call_endpoint(self._endpoint, body, on_text, messages)
         url = self.config.base_url.rstrip("/") + "/chat/completions"
         try:
             with self._http.stream("POST", "/chat/completions", json=body) as response:
                 if response.status_code != 200:
-                    self._raise_for_status(response, url)
+                    detail = response.read().decode("utf-8", "replace")[:500]
+                    self._raise_for_status(
+                        response.status_code, detail, response.headers.get("retry-after"), url
+                    )
                 return self._read_stream(response, on_text, messages)
         except httpx.ConnectError as error:
             raise _RetryableError(
@@ -191,11 +230,63 @@ class LLMClient:
         except httpx.RemoteProtocolError as error:
             raise _RetryableError(f"the model endpoint {url} closed the connection ({error})") from error
 
-    def _raise_for_status(self, response: httpx.Response, url: str) -> None:
-        status = response.status_code
-        detail = response.read().decode("utf-8", "replace")[:500]
+    def _call_endpoint(
+        self,
+        endpoint: ChatEndpoint,
+        body: dict[str, Any],
+        on_text: TextSink,
+        messages: list[dict[str, Any]],
+    ) -> LLMReply:
+        """One call of an in-process endpoint: the same request without streaming, the whole answer read
+        as a stream of one event."""
+        request = {key: value for key, value in body.items() if key not in ("stream", "stream_options")}
+        try:
+            response = endpoint.chat(request, self.config.timeout_s)
+        except EndpointError as error:
+            self._raise_for_status(error.status, str(error)[:500], None, endpoint.name)
+        except TimeoutError as error:
+            raise _RetryableError(
+                f"the model endpoint {endpoint.name} did not answer in {self.config.timeout_s:g} s "
+                "(the call was stopped); raise the timeout or check the engine's load"
+            ) from error
+        if not isinstance(response.get("choices"), list):
+            raise LLMError(
+                f"the model endpoint {endpoint.name} answered without choices: {str(response)[:200]}"
+            )
+        text_filter = ToolCallTextFilter(on_text)
+        content_parts: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        finish_reason: str | None = None
+        for choice in response["choices"][:1]:
+            message = choice.get("message") or {}
+            if message.get("content"):
+                content_parts.append(message["content"])
+                text_filter.feed(message["content"])
+            for index, call in enumerate(message.get("tool_calls") or []):
+                function = call.get("function") or {}
+                calls[index] = {
+                    "id": call.get("id") or "",
+                    "name": function.get("name") or "",
+                    "arguments": function.get("arguments") or "",
+                }
+            finish_reason = choice.get("finish_reason")
+        text_filter.flush()
+        usage = response.get("usage")
+        return self._reply(
+            "".join(content_parts),
+            calls,
+            Usage(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            )
+            if usage
+            else None,
+            finish_reason,
+            messages,
+        )
+
+    def _raise_for_status(self, status: int, detail: str, retry_after: str | None, url: str) -> NoReturn:
         if status in _RETRYABLE_STATUS:
-            retry_after = response.headers.get("retry-after")
             delay = float(retry_after) if retry_after and retry_after.isdigit() else None
             raise _RetryableError(
                 f"the model endpoint {url} answered HTTP {status}: {detail}",
@@ -206,7 +297,7 @@ class LLMClient:
                 f"the model endpoint {url} rejected the API key (HTTP {status}): {detail}. Set apiKey in "
                 "~/.iflow/settings.json, the IFLOW_apiKey environment variable, or pass --api-key"
             )
-        if status == 404:
+        if status == 404 and self._endpoint is None:
             raise LLMError(
                 f"the model endpoint {url} does not exist (HTTP 404): {detail}. baseUrl should be the API "
                 "root ending in /v1, e.g. http://127.0.0.1:8000/v1, and the model name must be served there"
@@ -258,7 +349,18 @@ class LLMClient:
                 if choice.get("finish_reason"):
                     finish_reason = choice["finish_reason"]
         text_filter.flush()
-        content = "".join(content_parts)
+        return self._reply("".join(content_parts), calls, usage, finish_reason, messages)
+
+    def _reply(
+        self,
+        content: str,
+        calls: dict[int, dict[str, str]],
+        usage: Usage | None,
+        finish_reason: str | None,
+        messages: list[dict[str, Any]],
+    ) -> LLMReply:
+        """The answer's text and tool calls (native, else parsed from ``<tool_call>`` text) and its usage
+        (estimated when the server sent none)."""
         tool_calls = [self._native_call(calls[index]) for index in sorted(calls)]
         if not tool_calls and TOOL_CALL_OPEN in content:
             content, tool_calls = self._text_calls(content)
