@@ -13,7 +13,7 @@ from rich.table import Table
 
 from rock.fleet import LocalFleet, short_tmp
 from rock.sdk.sandbox import AsyncSandbox
-from rock.tables import print_table
+from rock.sdk.tables import print_table
 
 console = Console()
 

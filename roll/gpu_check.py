@@ -286,7 +286,7 @@ def print_table(rows: list[Row], device: str, model_id: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rock.tables import print_table as show_table
+    from rock.sdk.tables import print_table as show_table
 
     table = Table(title=f"ALE GPU check on {device} with {model_id}")
     table.add_column("check")

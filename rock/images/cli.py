@@ -100,7 +100,7 @@ def list_images() -> None:
     from rock.images.aliases import BASE_IMAGES, aliases_file, load_aliases
     from rock.images.build import docker_client
     from rock.images.errors import ImageError
-    from rock.tables import print_table
+    from rock.sdk.tables import print_table
 
     console = Console()
     try:

@@ -98,7 +98,7 @@ def list_(
     from rich.table import Table
 
     from rock.sdk import calls
-    from rock.tables import print_table
+    from rock.sdk.tables import print_table
 
     infos = _send(calls.list_all(all_), admin_url, api_key)
     table = Table(title=f"{len(infos)} sandbox(es)")

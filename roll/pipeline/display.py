@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rock.tables import print_table
+from rock.sdk.tables import print_table
 from roll.pipeline.config import TrainConfig
 from roll.progress import print_plain
 from roll.rollout.terminal.config import TerminalEnvConfig

@@ -202,7 +202,7 @@ def terminal_pro(
     from rich.console import Console
     from rich.table import Table
 
-    from rock.tables import print_table, save_table
+    from rock.sdk.tables import print_table, save_table
     from rome.bench.agents import AGENT_NAMES
     from rome.bench.report import write_report
     from rome.bench.runner import run_trials, sandbox_provider, write_run_config
@@ -310,7 +310,7 @@ def _print_validation(console, report, tasks_dir: Path, output: Path) -> tuple[i
     from rich.markup import escape
     from rich.table import Table
 
-    from rock.tables import print_table, save_table
+    from rock.sdk.tables import print_table, save_table
 
     table = Table(title=f"validation of {tasks_dir}")
     for col in ("task", "domain", "difficulty", "oracle", "nop", "verdict"):
@@ -385,7 +385,7 @@ def check(
     from rich.markup import escape
     from rich.table import Table
 
-    from rock.tables import print_table, save_table
+    from rock.sdk.tables import print_table, save_table
     from rome.bench.check import check_task, image_resolver, seeded_cache
 
     suite = _load(tasks_dir, None)

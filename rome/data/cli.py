@@ -142,7 +142,7 @@ def validate(
     """Oracle passes, nop fails, oracle passes again: invalid instances are listed and excluded downstream."""
     from rich.table import Table
 
-    from rock.tables import print_table
+    from rock.sdk.tables import print_table
     from rome.bench.runner import SANDBOX_KINDS, sandbox_provider
     from rome.data.validate import validate_taskset
 
@@ -281,7 +281,7 @@ def filter_command(
 
     from rich.table import Table
 
-    from rock.tables import print_table
+    from rock.sdk.tables import print_table
     from rome.data.collect import CollectError
     from rome.data.filter import (
         HeuristicLimits,

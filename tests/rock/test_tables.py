@@ -6,7 +6,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rock.tables import as_lines, print_table, save_table
+from rock.sdk.tables import as_lines, print_table, save_table
 
 WHY = "no: its tests install pytest==8.4.1 and the seeded package cache holds only 9.2.0; run online"
 

@@ -5,6 +5,9 @@ wrapped mid-word or cut with an ellipsis; piped into a log it is cut at 80 colum
 table as it is when it fits, and otherwise the same content as a plain list: one block per row, its first
 cell as the heading and each other cell as `column: value`, wrapped at the console's width and never
 truncated. `save_table` writes the whole table at its natural width to a file (a run folder's copy).
+
+Part of the SDK so that every client of the fleet (roll, rome-bench, the SDK's own CLI) prints its tables the
+same way without reaching into the fleet's internals.
 """
 
 from __future__ import annotations
