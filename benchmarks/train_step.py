@@ -25,12 +25,13 @@ import time
 
 import torch
 
+from roll.algo.batch import PackedBatch
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.models import load_model
 from roll.trainer.config import OptimizerConfig, TorchBackendConfig
 from roll.trainer.micro_batches import plan_micro_batches
-from roll.trainer.packing import PackedBatch, pack_trajectories
+from roll.trainer.packing import pack_trajectories
 from roll.trainer.torch_backend import TorchBackend
 from roll.types import Chunk, Trajectory
 

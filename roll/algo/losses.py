@@ -17,6 +17,7 @@ from typing import Protocol
 
 import torch
 
+from roll.algo.batch import PackedBatch
 from roll.algo.config import (
     GRPOLossConfig,
     IPALossConfig,
@@ -28,7 +29,6 @@ from roll.algo.config import (
 )
 from roll.algo.returns import chunk_returns, group_mean, group_normalized, token_returns, trajectory_values
 from roll.algo.segments import segment_mean
-from roll.trainer.packing import PackedBatch
 
 
 @dataclass

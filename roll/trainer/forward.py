@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
-from roll.trainer.packing import PackedBatch
+from roll.algo.batch import PackedBatch
 from roll.trainer.varlen_attention import sequence_boundaries
 
 LOGIT_CHUNK_ROWS = 1024

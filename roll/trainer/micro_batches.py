@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roll.trainer.packing import PackedBatch
+from roll.algo.batch import PackedBatch
 
 
 def plan_micro_batches(batch: PackedBatch, token_budget: int, padded: bool = False) -> list[tuple[int, int]]:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
+    from roll.algo.batch import PackedBatch
     from roll.algo.losses import Loss
-    from roll.trainer.packing import PackedBatch
 
 
 @dataclass

@@ -22,12 +22,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from roll.algo.batch import PackedBatch
 from roll.algo.losses import Loss, summarize
 from roll.trainer.config import TorchBackendConfig
 from roll.trainer.distributed import full_tensor, gather_objects, shard_model, world
 from roll.trainer.forward import packed_logprobs, padded_logprobs
 from roll.trainer.micro_batches import plan_micro_batches
-from roll.trainer.packing import PackedBatch
 from roll.trainer.protocol import InferenceWeights
 from roll.trainer.schedule import lr_factor
 from roll.trainer.varlen_attention import use_varlen_attention

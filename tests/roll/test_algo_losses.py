@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from roll.algo.batch import PackedBatch
 from roll.algo.config import (
     GRPOLossConfig,
     IPALossConfig,
@@ -17,7 +18,7 @@ from roll.algo.config import (
     TokenReinforceLossConfig,
 )
 from roll.algo.losses import build_loss, summarize
-from roll.trainer.packing import PackedBatch, pack_trajectories
+from roll.trainer.packing import pack_trajectories
 from roll.types import Chunk, Trajectory
 
 

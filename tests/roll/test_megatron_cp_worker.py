@@ -77,8 +77,8 @@ def _gather_run() -> dict:
     logits gradients against the path without CP."""
     import torch.distributed as dist
 
+    from roll.algo.batch import PackedBatch
     from roll.trainer.megatron.forward import token_logprobs
-    from roll.trainer.packing import PackedBatch
 
     rank = dist.get_rank()
     packed = packed_micro_batch([7, 1, 12, 5], seed=5)

@@ -4,7 +4,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from roll.trainer.packing import PackedBatch, pack_trajectories
+from roll.algo.batch import PackedBatch
+from roll.trainer.packing import pack_trajectories
 from roll.types import Chunk, Trajectory
 
 

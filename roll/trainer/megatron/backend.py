@@ -45,9 +45,9 @@ from roll.trainer.protocol import InferenceWeights
 from roll.trainer.schedule import lr_factor
 
 if TYPE_CHECKING:
+    from roll.algo.batch import PackedBatch
     from roll.algo.losses import Loss, LossOutput
     from roll.trainer.megatron.context_parallel import ContextShard
-    from roll.trainer.packing import PackedBatch
     from roll.types import TensorSpec
 
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from roll.algo.batch import PackedBatch
 from roll.trainer.megatron.context_parallel import ContextShard, gather_token_values, shard_for_rank
-from roll.trainer.packing import PackedBatch
 
 if TYPE_CHECKING:
     from megatron.core.packed_seq_params import PackedSeqParams
