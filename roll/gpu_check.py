@@ -265,9 +265,14 @@ def sglang_rows(model_id: str) -> list[Row]:
     if reason is not None:
         return [Row("sglang", "skip", reason)]
     from roll.engine.sglang import gpu_check
+    from roll.trainer.megatron.weight_sync import init_weight_group
 
     return _external_rows(
-        "sglang", gpu_check.__name__, "sglang", "cuda", lambda: gpu_check.run_checks(model_id)
+        "sglang",
+        gpu_check.__name__,
+        "sglang",
+        "cuda",
+        lambda: gpu_check.run_checks(model_id, init_weight_group),
     )
 
 

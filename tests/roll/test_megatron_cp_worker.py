@@ -126,9 +126,9 @@ def _model_run() -> dict:
     import roll.trainer.megatron.model as megatron_model
     from roll.algo.config import IPALossConfig
     from roll.algo.losses import build_loss
+    from roll.models.layout import to_transformers_layout
     from roll.trainer.megatron.backend import MegatronBackend
     from roll.trainer.megatron.config import MegatronBackendConfig
-    from roll.trainer.megatron.mapping import to_transformers_layout
 
     # bfloat16 is the config rule for Transformer Engine's kernels; the stand-in computes in float32.
     config = MegatronBackendConfig(
@@ -159,7 +159,7 @@ def _model_run() -> dict:
         "logprobs": logprobs,
         "loss": sum(value for value, _ in reported),
         "reported": len(reported),
-        "grads": to_transformers_layout(grads, backend.shape),
+        "grads": to_transformers_layout(grads, backend.shape.num_experts),
     }
 
 

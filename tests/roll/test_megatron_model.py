@@ -21,12 +21,13 @@ from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Co
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.models import LoadedModel
+from roll.models.layout import to_transformers_layout
 from roll.trainer.forward import packed_logprobs
 from roll.trainer.megatron.backend import MegatronBackend, MegatronNeedsCudaError
 from roll.trainer.megatron.checkpoint import layout_meta
 from roll.trainer.megatron.config import MegatronBackendConfig
 from roll.trainer.megatron.forward import packed_inputs, token_logprobs
-from roll.trainer.megatron.mapping import megatron_to_hf, to_transformers_layout
+from roll.trainer.megatron.mapping import megatron_to_hf
 from roll.trainer.megatron.weights import local_parameters, save_hf_folder
 from tests.roll.test_megatron_worker import megatron_on_cpu, sample_batch
 
@@ -114,7 +115,7 @@ def test_ipa_loss_gradients_match_transformers(moe_backend: MegatronBackend) -> 
     logprobs, entropy = megatron_logprobs(moe_backend, batch, with_entropy=True)
     loss(batch, logprobs, logprobs.detach(), entropy).loss.backward()
     grads = {name: p.main_grad for name, p in local_parameters(moe_backend.model).items()}
-    got = to_transformers_layout(megatron_to_hf(grads, moe_backend.shape), moe_backend.shape)
+    got = to_transformers_layout(megatron_to_hf(grads, moe_backend.shape), moe_backend.shape.num_experts)
 
     reference = load_model("builtin:tiny-qwen3-moe").model.train()
     ref_logprobs, ref_entropy = packed_logprobs(reference, batch, CPU, with_entropy=True)

@@ -19,8 +19,9 @@ import torch
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.models import LoadedModel, load_model
+from roll.models.layout import to_transformers_layout
 from roll.trainer.forward import packed_logprobs
-from roll.trainer.megatron.mapping import ModelShape, to_transformers_layout
+from roll.trainer.megatron.mapping import ModelShape
 from roll.trainer.megatron.weight_sync import weight_specs
 
 WORKER = Path(__file__).with_name("test_megatron_worker.py")
@@ -80,7 +81,7 @@ def test_parallel_layouts_match_transformers(
             (s.name, torch.float32, s.shape) for s in specs
         ]
         engine_state = to_transformers_layout(
-            received["weights"], ModelShape.from_hf(tiny_moe.model.config.to_dict())
+            received["weights"], ModelShape.from_hf(tiny_moe.model.config.to_dict()).num_experts
         )
         assert sorted(engine_state) == sorted(tiny_moe.model.state_dict())
         for name, value in tiny_moe.model.state_dict().items():

@@ -108,8 +108,8 @@ def ipa_gradients(backend, batch) -> dict[str, torch.Tensor]:
 
     from roll.algo.config import IPALossConfig
     from roll.algo.losses import build_loss
+    from roll.models.layout import to_transformers_layout
     from roll.trainer.megatron.forward import packed_inputs, token_logprobs
-    from roll.trainer.megatron.mapping import to_transformers_layout
 
     loss = build_loss(IPALossConfig())
     prepared = loss.prepare(batch)
@@ -122,7 +122,7 @@ def ipa_gradients(backend, batch) -> dict[str, torch.Tensor]:
     logprobs, entropy = token_logprobs(logits, prepared, backend.shape.vocab_size, True)
     loss(prepared, logprobs, logprobs.detach(), entropy).loss.backward()
     finalize_model_grads([backend.model])
-    return to_transformers_layout(gathered_gradients(backend), backend.shape)
+    return to_transformers_layout(gathered_gradients(backend), backend.shape.num_experts)
 
 
 def gathered_gradients(backend: Any) -> dict[str, torch.Tensor]:

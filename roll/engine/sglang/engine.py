@@ -230,7 +230,7 @@ class SGLangEngine:
             else:
                 # Trainers hand out transformers' in-memory names, where MoE experts are fused; SGLang's
                 # loader takes the per-expert checkpoint names.
-                from roll.trainer.megatron.mapping import to_checkpoint_layout
+                from roll.models.layout import to_checkpoint_layout
 
                 weights = to_checkpoint_layout(weights)
                 sizes = [(name, t.numel() * t.element_size()) for name, t in weights.items()]

@@ -2,8 +2,8 @@
 
 One engine on the model in float32, compared with transformers on the same GPU: greedy tokens and their
 logprobs, seeded sampling with n=2, abort of a running request, weight updates from tensors (a negated lm_head
-changes the output, the original weights bring it back), from a weights group (the trainer's sender of
-roll.trainer.megatron.weight_sync in this process, the engine its rank 1; gloo, as NCCL needs a GPU per rank)
+changes the output, the original weights bring it back), from a weights group (the trainer's sender, which the
+caller passes as `join_sender`, in this process, the engine its rank 1; gloo, as NCCL needs a GPU per rank)
 and from the model folder, sleep/wake, and a flushed prefix cache. Each is one (name, ok, detail) row; a
 failed step does not stop the later ones.
 """
@@ -14,6 +14,7 @@ import asyncio
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.sglang.engine import SGLangEngine
@@ -25,10 +26,14 @@ LOGPROB_TOLERANCE = 1e-2
 PROMPTS = ["Hi", "What is the capital of France? Answer briefly.", "List three colours of the rainbow:"]
 
 Row = tuple[str, bool, str]
+JoinSender = Callable[..., Any]
 
 
-def run_checks(model_id: str) -> list[Row]:
-    return asyncio.run(_run(model_id))
+def run_checks(model_id: str, join_sender: JoinSender) -> list[Row]:
+    """`join_sender(address, port, rank, world, backend=...)`: the trainer's side of a weights group
+    (`roll.trainer.megatron.weight_sync.init_weight_group`), passed in: the engine never imports a
+    trainer."""
+    return asyncio.run(_run(model_id, join_sender))
 
 
 def _greedy(prompt: list[int], request_id: str) -> GenerateRequest:
@@ -36,7 +41,7 @@ def _greedy(prompt: list[int], request_id: str) -> GenerateRequest:
     return GenerateRequest(request_id=request_id, prompt_token_ids=prompt, params=params)
 
 
-async def _run(model_id: str) -> list[Row]:
+async def _run(model_id: str, join_sender: JoinSender) -> list[Row]:
     import torch
 
     from roll.engine.reference import forward_logprobs, greedy_generate
@@ -126,15 +131,14 @@ async def _run(model_id: str) -> list[Row]:
         import torch.distributed as dist
 
         from roll.engine.sglang.translate import tensor_specs
-        from roll.trainer.megatron.mapping import to_checkpoint_layout
-        from roll.trainer.megatron.weight_sync import init_weight_group
+        from roll.models.layout import to_checkpoint_layout
 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         world = 1 + engine.config.tp_size
         group, _ = await asyncio.gather(
-            asyncio.to_thread(init_weight_group, "127.0.0.1", port, 0, world, backend="gloo"),
+            asyncio.to_thread(join_sender, "127.0.0.1", port, 0, world, backend="gloo"),
             engine.join_weight_group("127.0.0.1", port, 1, world, backend="gloo"),
         )
 

@@ -27,12 +27,13 @@ import torch
 import torch.distributed as dist
 
 from roll.algo.losses import summarize
+from roll.models.layout import to_transformers_layout
 from roll.trainer.distributed import gather_objects
 from roll.trainer.megatron.checkpoint import load_checkpoint, save_checkpoint
 from roll.trainer.megatron.config import MegatronBackendConfig, check_against_model
 from roll.trainer.megatron.context_parallel import row_length
 from roll.trainer.megatron.forward import packed_inputs, token_logprobs
-from roll.trainer.megatron.mapping import ModelShape, to_transformers_layout
+from roll.trainer.megatron.mapping import ModelShape
 from roll.trainer.megatron.weight_sync import broadcast_buckets, init_weight_group, weight_specs
 from roll.trainer.megatron.weights import (
     DEFAULT_BUCKET_BYTES,
@@ -325,7 +326,8 @@ class MegatronBackend:
         keep = dist.get_rank() == 0
         state = {name: tensor.cpu() for bucket in self.weight_buckets() if keep for name, tensor in bucket}
         return InferenceWeights(
-            state_dict=to_transformers_layout(state, self.shape) if keep else {}, version=self.version
+            state_dict=to_transformers_layout(state, self.shape.num_experts) if keep else {},
+            version=self.version,
         )
 
     def export_hf(self, directory: Path) -> None:

@@ -140,11 +140,13 @@ def run_checks() -> list[Row]:
         return loss_ok and diff <= STEP_ATOL and moved > STEP_ATOL, detail
 
     def weight_sync() -> tuple[bool, str]:
-        from roll.trainer.megatron.mapping import to_transformers_layout
+        from roll.models.layout import to_transformers_layout
 
         backend = state["megatron"]
         buckets = list(backend.weight_buckets(bucket_bytes=4 * 1024**2))
-        synced = to_transformers_layout({n: t for bucket in buckets for n, t in bucket}, backend.shape)
+        synced = to_transformers_layout(
+            {n: t for bucket in buckets for n, t in bucket}, backend.shape.num_experts
+        )
         inference = backend.state_dict_for_inference()
         same = sorted(synced) == sorted(inference.state_dict) and all(
             torch.equal(synced[n].cpu(), inference.state_dict[n]) for n in synced
