@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rock.rocklet.types import Observation
+from rock.observation import Observation
 from rock.sdk.errors import (
     BadRequest,
     CapacityExceeded,

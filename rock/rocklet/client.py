@@ -25,12 +25,12 @@ from urllib.parse import quote
 import httpcore
 import httpx
 
+from rock.observation import Observation
 from rock.rocklet.errors import ERROR_TYPES, RockletError, RockletUnavailable, SocketTampered
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
 from rock.rocklet.types import (
     ForwarderInfo,
     ForwarderRequest,
-    Observation,
     RockletErrorBody,
     RockletExecRequest,
     RockletHealth,

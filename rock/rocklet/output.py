@@ -59,7 +59,7 @@ class CappedOutput:
 def observation(
     output: CappedOutput, exit_code: int | None, duration: float, timed_out: bool, timeout: float
 ) -> dict[str, object]:
-    """The wire form of `rock.rocklet.types.Observation`."""
+    """The wire form of `rock.observation.Observation`."""
     text = output.text()
     if timed_out:
         text += timeout_notice(timeout)

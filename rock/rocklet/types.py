@@ -1,6 +1,6 @@
 """The worker↔rocklet wire contract: the models of the rocklet's HTTP API, used by its client (the worker's
-side). Names start with `Rocklet` where the SDK has a model of the same purpose; `Observation` is one model,
-which the SDK re-exports.
+side). Names start with `Rocklet` where the SDK has a model of the same purpose; a command's result is
+`rock.observation.Observation`, one model on every hop.
 
 The server builds the same JSON with the standard library only (see rock.rocklet.server), so that it starts in
 a few tens of milliseconds; tests check that its answers validate against these models.
@@ -9,16 +9,6 @@ a few tens of milliseconds; tests check that its answers validate against these 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rock.rocklet.output import DEFAULT_MAX_OUTPUT
-
-
-class Observation(BaseModel):
-    """The result of one command."""
-
-    output: str = Field(description="stdout and stderr interleaved, capped with a visible truncation marker")
-    exit_code: int | None = Field(description="the command's exit status; None when it was killed on timeout")
-    truncated: bool = Field(False, description="True when the middle of the output was dropped")
-    duration: float = Field(0.0, description="seconds from the start of the command to its end")
-    timed_out: bool = Field(False, description="True when the timeout killed the command's processes")
 
 
 class RockletSessionRequest(BaseModel):

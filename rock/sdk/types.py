@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rock.rocklet.types import Observation
+from rock.observation import Observation
 from rock.sdk.checks import (
     MAX_CPUS,
     MAX_LIFETIME,

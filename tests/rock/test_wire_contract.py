@@ -1,5 +1,6 @@
 """One wire contract per hop: the admin↔worker models live in rock.worker.contract, the worker↔rocklet ones in
-rock.rocklet.types, and neither the worker nor the rocklet nor the SDK imports the admin."""
+rock.rocklet.types, a command's result (carried by every hop) in rock.observation, and neither the worker nor
+the rocklet nor the SDK imports the admin."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pydantic import BaseModel
 
 import rock.rocklet.types as rocklet_types
 import rock.sdk.types as sdk_types
+from rock.observation import Observation
 
 ROCK = Path(__file__).resolve().parents[2] / "rock"
 
@@ -41,7 +43,8 @@ def models(module: object) -> set[str]:
 
 def test_rocklet_and_sdk_models_share_no_names():
     assert models(rocklet_types) & models(sdk_types) == set()
-    assert sdk_types.Observation is rocklet_types.Observation
+    assert sdk_types.Observation is Observation
+    assert "Observation" not in vars(rocklet_types)
 
 
 def test_both_ends_of_the_admin_worker_hop_use_the_contract_module():
