@@ -11,6 +11,9 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
+from rock.model_options import model_options
+from roll.rollout.terminal.config import CollectSettings
+
 # --packages online|offline: the private fleet's package cache (rock.packages.mode), as for rome-bench.
 from rome.bench.cli import Packages, PackagesOption
 
@@ -169,57 +172,29 @@ def validate(
 
 
 @app.command()
+@model_options(CollectSettings)
 def collect(
     tasks: Annotated[Path, typer.Argument(help="Task-set folder (its valid instances, if validated).")],
     out: Annotated[Path, typer.Option(help="JSONL file of trajectories to write.")],
-    agent: Annotated[str, typer.Option(help="oracle-teacher | iflow")] = "oracle-teacher",
-    model: Annotated[str | None, typer.Option(help="iflow: an OpenAI-compatible URL or builtin:ID.")] = None,
-    attempts: Annotated[int, typer.Option(min=1, help="Attempts per instance.")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at once.")] = 2,
-    mistake_rate: Annotated[
-        float,
-        typer.Option(min=0, max=1, help="oracle-teacher: share of attempts with a failed-then-fixed step."),
-    ] = 0.3,
-    max_turns: Annotated[int, typer.Option(min=1, help="Model calls per episode at most.")] = 30,
-    prompt_profile: Annotated[
-        str, typer.Option(help="iflow's prompt profile: full or compact (train with the same one).")
-    ] = "full",
+    settings: CollectSettings,
     admin_url: AdminOption = None,
     packages: PackagesOption = None,
 ) -> None:
     """Run the agent on every valid instance in ROCK sandboxes, its model calls recorded by the proxy."""
     from rome.bench.runner import sandbox_provider
-    from rome.data.collect import AGENTS, CollectError, CollectSettings
+    from rome.data.collect import CollectError
     from rome.data.collect import collect as run
 
     manifest = _taskset_or_exit(tasks)
-    if agent not in AGENTS:
-        raise fail(f"unknown --agent {agent!r}; choose one of {', '.join(AGENTS)}")
-    from typing import get_args
-
-    from iflow.types import PromptProfile
-
-    if prompt_profile not in get_args(PromptProfile):
-        raise fail(
-            f"unknown --prompt-profile {prompt_profile!r}; choose one of {', '.join(get_args(PromptProfile))}"
-        )
-    settings = CollectSettings(
-        agent=agent,
-        model=model,
-        attempts=attempts,
-        concurrency=concurrency,  # type: ignore[arg-type]
-        mistake_rate=mistake_rate,
-        max_turns=max_turns,
-        prompt_profile=prompt_profile,  # type: ignore[arg-type]
-    )
-    if agent == "iflow" and model and model.startswith(("http://", "https://")):
+    model = settings.model
+    if settings.agent == "iflow" and model and model.startswith(("http://", "https://")):
         from rome.data.collect import check_endpoint
 
         try:
             check_endpoint(model)
         except CollectError as error:
             raise fail(str(error)) from error
-    progress = _progress(len(manifest.instances) * attempts, "collect:")
+    progress = _progress(len(manifest.instances) * settings.attempts, "collect:")
     counts = [0, 0]
 
     def on_record(record) -> None:  # type: ignore[no-untyped-def]

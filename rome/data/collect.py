@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from iflow.types import PromptProfile
+from roll.rollout.terminal.config import CollectSettings
 from rome.bench.runner import build_all
 from rome.bench.trial import run_trial
 from rome.data.agent import CollectingAgent
@@ -33,27 +33,11 @@ from rome.data.validate import read_validation
 from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import Task, load_tasks
 
-AGENTS = ("iflow", "oracle-teacher")
 VERIFIER_OUTPUT_CAP = 4000
 
 
 class CollectError(RuntimeError):
     """Collection cannot start: no valid task, an unknown agent, a model that does not answer."""
-
-
-class CollectSettings(BaseModel):
-    agent: Literal["iflow", "oracle-teacher"] = "oracle-teacher"
-    model: str | None = Field(None, description="URL of an OpenAI-compatible API or builtin:ID (iflow)")
-    attempts: int = Field(1, ge=1)
-    concurrency: int = Field(2, ge=1)
-    mistake_rate: float = Field(
-        0.3, ge=0, le=1, description="oracle-teacher: share of attempts with a mistake"
-    )
-    max_turns: int = Field(30, ge=1)
-    prompt_profile: PromptProfile = Field(
-        "full", description="iflow's prompt profile (promptProfile); train with the profile you collect with"
-    )
-    agent_timeout_s: float | None = Field(None, gt=0, description="None: each task's own timeout")
 
 
 class CollectStats(BaseModel):

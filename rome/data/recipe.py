@@ -30,7 +30,9 @@ from rome.terminal_tasks.sandbox import SandboxProvider
 
 RECIPE_FORMAT = "rome-data-recipe/2"
 PREPARED = "prepared.json"
-COLLECT_MAX_TURNS = 30
+# Recipe fields added after RECIPE_FORMAT 2, with the value format 2 fixed for them: they join the key only
+# when set to something else, so an unchanged recipe keeps its cached folder.
+ADDED_SINCE_FORMAT = {"max_turns": 30}
 
 
 Side = Literal["train", "eval", "out-of-family"]
@@ -101,11 +103,20 @@ def dataset_key(env: TerminalEnvConfig, planned: dict[str, tuple[Side, str]]) ->
     return _key(
         {
             "format": RECIPE_FORMAT,
-            "data": env.data.model_dump(mode="json", exclude={"concurrency"}),
+            "data": _recipe_identity(env.data),
             "prompt_profile": env.agent.prompt_profile,
             "instances": [f"{task_id}:{side}:{d}" for task_id, (side, d) in planned.items()],
         }
     )
+
+
+def _recipe_identity(data: TerminalDataConfig) -> dict[str, object]:
+    """The recipe's fields that change the data (concurrency only changes how fast it is made)."""
+    identity = data.model_dump(mode="json", exclude={"concurrency"})
+    for name, fixed in ADDED_SINCE_FORMAT.items():
+        if identity[name] == fixed:
+            del identity[name]
+    return identity
 
 
 def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTerminalData:
@@ -221,21 +232,13 @@ def _collect(
     train_ids: set[str],
     say: Callable[[str], None],
 ) -> Path:
-    from rome.data.collect import CollectSettings, collect, stats_path
+    from rome.data.collect import collect, stats_path
 
     assert env.data is not None
     out = folder / "collected.jsonl"
     if stats_path(out).is_file():
         return out
-    settings = CollectSettings(
-        agent="oracle-teacher",
-        attempts=env.data.attempts,
-        concurrency=env.data.concurrency,
-        mistake_rate=env.data.mistake_rate,
-        max_turns=COLLECT_MAX_TURNS,
-        prompt_profile=env.agent.prompt_profile,
-    )
-    stats = collect(tasks, out, settings, provider, only=train_ids)
+    stats = collect(tasks, out, env.data.collect_settings(env.agent.prompt_profile), provider, only=train_ids)
     say(
         f"data: collected {stats.trajectories} oracle-teacher trajectories ({stats.resolved} resolved) on "
         f"{stats.tasks} train instances in {stats.seconds:.0f} s"

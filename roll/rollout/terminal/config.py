@@ -4,9 +4,10 @@ sandboxes run, where the agent runs, and the initialized-resampling schedule. Im
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
+from pydantic.fields import FieldInfo
 
 from iflow.types import PromptProfile
 from roll.config import StrictConfig
@@ -94,6 +95,45 @@ class ResamplingConfig(StrictConfig):
 HELD_OUT_SEEDS_PER_INSTANCE = 50
 
 
+class CollectSettings(StrictConfig):
+    """How trajectories are collected on a task set's valid instances: the options of `rome data collect`
+    (generated from these fields) and, for the knobs the data recipe shares, the data stage's collect step."""
+
+    agent: Literal["iflow", "oracle-teacher"] = Field(
+        "oracle-teacher",
+        description="Who plays: oracle-teacher (the task's oracle replayed as iflow tool calls) or iflow "
+        "(the iflow agent on --model).",
+    )
+    model: str | None = Field(
+        None,
+        description="iflow only: an OpenAI-compatible base URL, builtin:ID or a model folder (served here).",
+    )
+    attempts: int = Field(1, ge=1, description="Episodes per instance.")
+    concurrency: int = Field(2, ge=1, description="Episodes (sandboxes) run at once.")
+    mistake_rate: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="oracle-teacher only: share of attempts with a failed-then-fixed step (error-masked in "
+        "SFT), 0 to 1.",
+    )
+    max_turns: int = Field(30, ge=1, description="Model calls per episode at most.")
+    prompt_profile: PromptProfile = Field(
+        "full",
+        description="iflow's prompt profile (its promptProfile setting): full, compact or shell; train with "
+        "the profile you collect with.",
+    )
+    agent_timeout_s: float | None = Field(
+        None, gt=0, description="Agent time per episode in seconds; unset: each task's own timeout."
+    )
+
+
+def _collect_field(name: str, default: object) -> Any:
+    """A recipe field that is `CollectSettings.<name>` (same meaning, bounds and description) with the data
+    stage's own default: the stage trains on what it collects, so it asks for more than one quick run."""
+    return FieldInfo.merge_field_infos(CollectSettings.model_fields[name], default=default)
+
+
 class TerminalDataConfig(StrictConfig):
     """The run makes its own tasks and SFT data (the ROME data pipeline, `rome data`): it generates instances
     of task families, validates them (oracle passes, nop fails, twice), collects oracle-teacher trajectories
@@ -123,13 +163,19 @@ class TerminalDataConfig(StrictConfig):
         description="Seed of each family's first held-out candidate; a candidate whose instruction or oracle "
         "commands repeat a train instance's (or an earlier held-out one's) is skipped for the next seed.",
     )
-    attempts: int = Field(2, ge=1, description="Oracle-teacher attempts per train instance.")
-    mistake_rate: float = Field(
-        0.3, ge=0, le=1, description="Share of attempts with a failed-then-fixed step (error-masked in SFT)."
-    )
+    # The collect step's knobs are CollectSettings' fields (the stage's agent is always the oracle teacher, in
+    # env.agent's prompt profile); `collect_settings` hands them over by name.
+    attempts: int = _collect_field("attempts", 2)
+    mistake_rate: float = _collect_field("mistake_rate", 0.3)
+    max_turns: int = _collect_field("max_turns", 30)
     replay: bool = Field(True, description="Filter by re-running each kept trajectory in a fresh sandbox.")
     sft_stage: Literal[1, 2] = Field(1, description="1: every kept trajectory; 2: verified, shortest only.")
-    concurrency: int = Field(4, ge=1, description="Sandboxes at once while validating and collecting.")
+    concurrency: int = _collect_field("concurrency", 4)
+
+    def collect_settings(self, prompt_profile: PromptProfile) -> CollectSettings:
+        """The collect step's settings: every CollectSettings field this recipe also has, by name."""
+        shared = self.model_dump(include=set(CollectSettings.model_fields))
+        return CollectSettings(agent="oracle-teacher", prompt_profile=prompt_profile, **shared)
 
     @property
     def held_out_seed_span(self) -> int:
