@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from rock.lifetime import OWNER_ENV
+from rock.worker.lifetime import OWNER_ENV
 from rock.worker.socket_dir import release_mounts_under
 
 if TYPE_CHECKING:
@@ -117,7 +117,8 @@ class LocalFleet:
         self.port = free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.worker_token = secrets.token_urlsafe(24)
-        # The fleet ends with this process (rock.lifetime): its workers watch it and remove their containers.
+        # The fleet ends with this process (rock.worker.lifetime): its workers watch it and remove their
+        # containers.
         self._secret = {"ROCK_WORKER_TOKEN": self.worker_token, OWNER_ENV: str(os.getpid())}
         self._stop_with_parent = stop_with_parent
         admin = ["admin", "serve", "--port", str(self.port), "--state-dir", str(self.state_dir)]

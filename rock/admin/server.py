@@ -17,10 +17,10 @@ from pydantic import SecretStr
 from rock.admin.app import create_app
 from rock.admin.config import AdminConfig
 from rock.admin.service import Admin
-from rock.lifetime import Owner, watch_owner
 from rock.sdk.errors import CapacityExceeded
 from rock.serving import QuietSignalsServer, bind, uvicorn_config
 from rock.worker.app import create_worker_app
+from rock.worker.lifetime import Owner, watch_owner
 from rock.worker.service import WorkerService
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ REFILL_INTERVAL = 1.0
 
 def pool_label_ttl(info: SandboxInfo) -> float | None:
     """A pool sandbox waits in the pool up to half its TTL before its TTL starts: its container's lifetime
-    label (rock.lifetime) must give it both, or another fleet could remove it from under its user."""
+    label (rock.worker.lifetime) must give it both, or another fleet could remove it from under its user."""
     return info.spec.ttl * 1.5 if info.owner == POOL_OWNER else None
 
 

@@ -82,7 +82,7 @@ def start_container(
     The CPU limit is set by `limit_cpus` once the rocklet answers: the interpreter's start then runs at full
     speed (under a 0.25-CPU quota it would take four times as long), and no user command runs before it.
     `disk_quota`: Docker enforces `spec.disk` on the writable layer (overlay2 on xfs with pquota only);
-    elsewhere the worker's disk watch does. `labels`: more labels (rock.lifetime's).
+    elsewhere the worker's disk watch does. `labels`: more labels (rock.worker.lifetime's).
     """
     uid, _, gid = spec.user.partition(":")
     # Root gets its own home from the image, as in `docker run`; any other user a fresh one on a tmpfs.

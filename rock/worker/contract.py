@@ -85,8 +85,8 @@ class CreateOnWorker(BaseModel):
     spec: SandboxSpec
     owner: str
     label_ttl: float | None = None
-    """Seconds the container's lifetime label gives it (rock.lifetime) when more than `spec.ttl`: a warm
-    pool's sandbox waits in the pool before its TTL starts."""
+    """Seconds the container's lifetime label gives it (rock.worker.lifetime) when more than `spec.ttl`: a
+    warm pool's sandbox waits in the pool before its TTL starts."""
 
 
 class CreatedOnWorker(BaseModel):

@@ -25,7 +25,6 @@ import docker
 import docker.errors
 import httpx
 
-from rock import lifetime
 from rock.rocklet.client import RockletClient
 from rock.rocklet.errors import RockletError, RockletUnavailable, SocketTampered
 from rock.sdk.errors import BadRequest, SandboxFailed, SandboxNotFound
@@ -35,7 +34,7 @@ from rock.sdk.types import (
     WorkerCapacity,
     parse_memory,
 )
-from rock.worker import containers, socket_dir
+from rock.worker import containers, lifetime, socket_dir
 from rock.worker.config import WorkerConfig
 from rock.worker.contract import (
     CreatedOnWorker,
@@ -55,7 +54,7 @@ from rock.worker.socket_dir import ROCKLET_SOCKET
 
 log = logging.getLogger("rock.worker")
 REAP_INTERVAL = 60.0
-"""Seconds between looks for the containers of fleets that are gone (rock.lifetime)."""
+"""Seconds between looks for the containers of fleets that are gone (rock.worker.lifetime)."""
 T = TypeVar("T")
 
 
@@ -91,7 +90,7 @@ class WorkerService(Heartbeats):
         self._http = httpx.AsyncClient(timeout=10.0)
         self.runtime_dir = config.state_dir
         self._owner = lifetime.Owner.from_env()
-        """The process this fleet ends with (rock.lifetime), or None."""
+        """The process this fleet ends with (rock.worker.lifetime), or None."""
         self._ending = False
         self._heartbeat_url = heartbeat_url(config.admin_url, None)
 
@@ -231,7 +230,7 @@ class WorkerService(Heartbeats):
         self, sandbox_id: str, spec: SandboxSpec, owner: str, label_ttl: float | None = None
     ) -> CreatedOnWorker:
         """Start the sandbox's container; `label_ttl`: seconds its lifetime label gives it before another
-        fleet may take it for abandoned (rock.lifetime), the spec's ttl unless the admin says more."""
+        fleet may take it for abandoned (rock.worker.lifetime), the spec's ttl unless the admin says more."""
         from rock.runtime import rocklet_container_env
 
         if sandbox_id in self._clients or sandbox_id in self._starting:

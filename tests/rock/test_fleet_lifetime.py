@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rock.fleet import LocalFleet, labelled_containers, remove_containers, short_tmp
-from rock.lifetime import Owner, owner_gone, start_time
+from rock.worker.lifetime import Owner, owner_gone, start_time
 from rock.worker.socket_dir import release_mounts_under
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -29,7 +29,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-log = logging.getLogger("rock.lifetime")
+log = logging.getLogger("rock.worker.lifetime")
 
 OWNER_ENV = "ROCK_FLEET_OWNER"
 LABEL_OWNER_HOST = "rock.owner.host"
