@@ -26,7 +26,7 @@ from rock.proxy.errors import ProxyError
 from rock.proxy.recording import DeployMode, Recorder, ReplayMode
 from rock.proxy.sockets import SocketListeners
 from rock.proxy.sse import completion_events
-from rock.proxy.train import TrainMode
+from rock.proxy.train import TrainMode, check_messages
 from rock.proxy.types import (
     EPISODE_HEADER,
     SANDBOX_HEADER,
@@ -44,7 +44,11 @@ T = TypeVar("T")
 def create_app(config: ProxyConfig) -> FastAPI:
     store = EpisodeStore(config.max_chunks_per_episode)
     upstream = Upstream(config) if config.upstream_url else None
-    train = TrainMode(upstream, store) if config.mode == "train" and upstream else None
+    train = (
+        TrainMode(upstream, store, config.max_tokens, config.temperature)
+        if config.mode == "train" and upstream
+        else None
+    )
     deploy = (
         DeployMode(upstream, Recorder(config.record_path)) if config.mode == "deploy" and upstream else None
     )
@@ -104,8 +108,7 @@ def create_app(config: ProxyConfig) -> FastAPI:
     async def chat(
         request: Request, body: dict[str, Any], episode_id: str | None, sandbox_id: str | None
     ) -> Response:
-        if not isinstance(body.get("messages"), list) or not body["messages"]:
-            raise ProxyError("messages: a non-empty list of chat messages is required", code="invalid_value")
+        check_messages(body)
         stream = bool(body.get("stream"))
         if train is not None:
             episode = (

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from iflow.context import CharEstimateCounter, ContextState, apply_summary, prepare
 from rock.proxy.episodes import Episode, EpisodeStore
 from rock.proxy.errors import ProxyError
 from rock.proxy.types import Chunk, RecordedChunk
-from rock.proxy.upstream import Upstream
 
 # Fields of the agent's request that reach the engine; others (stream, n, logprobs) are the proxy's.
 TOOL_FIELDS = ("tools", "tool_choice")
@@ -25,6 +24,23 @@ SAMPLING_FIELDS = (
 TOKEN_FIELDS = ("token_ids", "token_logprobs", "weight_version")
 
 
+class ChatEngine(Protocol):
+    """What train mode generates with: ROLL's engine server over HTTP (`rock.proxy.upstream.Upstream`) or an
+    engine in the caller's process. `chat` answers an OpenAI chat request with ROLL's `return_token_ids`
+    extension (prompt and output token ids, logprobs, weight version) or raises a `ProxyError`; cancelling
+    it stops the generation."""
+
+    async def model(self) -> str: ...
+
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def check_messages(body: dict[str, Any]) -> None:
+    """A chat request needs a non-empty list of messages."""
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise ProxyError("messages: a non-empty list of chat messages is required", code="invalid_value")
+
+
 class TrainMode:
     """Answers an episode's chat requests through the engine and records each as a `Chunk`.
 
@@ -36,10 +52,16 @@ class TrainMode:
     agent sent a history past the summary threshold) shapes the context but is not recorded as a chunk.
     """
 
-    def __init__(self, engine: Upstream, store: EpisodeStore) -> None:
+    def __init__(
+        self,
+        engine: ChatEngine,
+        store: EpisodeStore,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> None:
         self.engine = engine
-        self.max_tokens = engine.config.max_tokens
-        self.temperature = engine.config.temperature
+        self.max_tokens = max_tokens
+        self.temperature = temperature
         self.store = store
         self.counter = CharEstimateCounter()
 
@@ -54,7 +76,7 @@ class TrainMode:
         messages, summarized = await self._context(body["messages"], episode, sampling)
         request = sampling | {key: body[key] for key in TOOL_FIELDS if body.get(key) is not None}
         request |= {"model": await self.engine.model(), "messages": messages, "return_token_ids": True}
-        response = await self.engine.post_json("/chat/completions", request)
+        response = await self.engine.chat(request)
         choice = response["choices"][0]
         if not choice.get("token_ids"):
             raise ProxyError(
@@ -89,8 +111,7 @@ class TrainMode:
         self, body: dict[str, Any], episode: Episode, sampling: dict[str, Any]
     ) -> dict[str, Any]:
         """The agent's own summary call: answered and kept (the next call carries it), not a chunk."""
-        response = await self.engine.post_json(
-            "/chat/completions",
+        response = await self.engine.chat(
             sampling | {"model": await self.engine.model(), "messages": body["messages"]},
         )
         summary = response["choices"][0]["message"].get("content") or ""
@@ -118,8 +139,7 @@ class TrainMode:
         request = prepared.summary_request
         if request is None:
             return list(prepared.messages), False
-        reply = await self.engine.post_json(
-            "/chat/completions",
+        reply = await self.engine.chat(
             sampling | {"model": await self.engine.model(), "messages": list(request.messages)},
         )
         summary = reply["choices"][0]["message"].get("content") or ""

@@ -42,6 +42,10 @@ class Upstream:
             self._model = str(models[0]["id"])
         return self._model
 
+    async def chat(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Train mode's engine call (`rock.proxy.train.ChatEngine`) over HTTP."""
+        return await self.post_json("/chat/completions", request)
+
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = await self.send("POST", path, json=body)
         return response.json()

@@ -24,6 +24,26 @@ ENDPOINT = "chat.completions"
 async def create_chat_completion(
     state: ServerState, body: ChatCompletionRequest, http: Request
 ) -> JSONResponse | StreamingResponse:
+    prompt, request = _prepare(state, body)
+    if body.stream:
+        return StreamingResponse(
+            _stream(state, body, prompt, request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+    return JSONResponse(await _complete(state, body, prompt, request, http))
+
+
+async def complete_chat(state: ServerState, body: ChatCompletionRequest) -> dict[str, Any]:
+    """What `POST /v1/chat/completions` answers to a non-streaming `body`, for a caller in this process:
+    errors are `APIError`s, and cancelling the call aborts the generation in the engine."""
+    if body.stream:
+        raise APIError("a call in this process is answered whole; send it without stream", param="stream")
+    prompt, request = _prepare(state, body)
+    return await _complete(state, body, prompt, request, None)
+
+
+def _prepare(state: ServerState, body: ChatCompletionRequest) -> tuple[ChatPrompt, GenerateRequest]:
     state.check_model(body.model)
     prompt = _render(state, body)
     params = sampling_params(
@@ -36,13 +56,7 @@ async def create_chat_completion(
         top_logprobs=(body.top_logprobs or 0) if body.logprobs else 0,
     )
     request = GenerateRequest(request_id=new_id("chatcmpl"), prompt_token_ids=prompt.token_ids, params=params)
-    if body.stream:
-        return StreamingResponse(
-            _stream(state, body, prompt, request),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache"},
-        )
-    return JSONResponse(await _complete(state, body, prompt, request, http))
+    return prompt, request
 
 
 def _render(state: ServerState, body: ChatCompletionRequest) -> ChatPrompt:
@@ -58,7 +72,7 @@ async def _complete(
     body: ChatCompletionRequest,
     prompt: ChatPrompt,
     request: GenerateRequest,
-    http: Request,
+    http: Request | None,
 ) -> dict[str, Any]:
     result = await generate_or_abort(state.engine, request, http)
     choices = []

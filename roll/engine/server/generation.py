@@ -59,24 +59,36 @@ def sampling_params(
 
 
 async def generate_or_abort(
-    engine: InferenceEngine, request: GenerateRequest, http: Request
+    engine: InferenceEngine, request: GenerateRequest, http: Request | None
 ) -> GenerateResult:
-    """Run `request` to the end, aborting it in the engine if the client hangs up first."""
+    """Run `request` to the end, aborting it in the engine if the client hangs up first (`http`: the HTTP
+    request it came with; None for a caller in this process) or the caller is cancelled."""
     generation = asyncio.create_task(engine_call(engine.generate(request)))
-    watcher = asyncio.create_task(_wait_for_disconnect(http))
+    waits: set[asyncio.Task[Any]] = {generation}
+    if http is not None:
+        waits.add(asyncio.create_task(_wait_for_disconnect(http)))
     try:
-        await asyncio.wait({generation, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        await _abort(engine, request, generation)
+        raise
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        for watcher in waits - {generation}:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
     if not generation.done():
-        await engine.abort(request.request_id)
-        generation.cancel()
-        with contextlib.suppress(asyncio.CancelledError, APIError):
-            await generation
+        await _abort(engine, request, generation)
         raise APIError("the client closed the connection", status=499, code="client_closed_request")
     return generation.result()
+
+
+async def _abort(engine: InferenceEngine, request: GenerateRequest, generation: asyncio.Task[Any]) -> None:
+    """Stop `request` in the engine (nobody waits for it) and its task here."""
+    await engine.abort(request.request_id)
+    generation.cancel()
+    with contextlib.suppress(asyncio.CancelledError, APIError):
+        await generation
 
 
 async def engine_call(awaitable: Any) -> Any:

@@ -1,0 +1,58 @@
+"""The train-mode proxy as a Python object, for an agent in the caller's own process (no HTTP).
+
+`InProcessProxy` holds what the HTTP app's train mode holds (`rock.proxy.app`): an `EpisodeStore` (its
+continuity checks, chunk cap and refusal counts) and a `TrainMode` (iflow's context handling, one chunk of
+token ids, logprobs and weight version per call), in front of a `ChatEngine` the caller supplies (an engine
+in its process, or `Upstream` over HTTP). Its `chat` is the chat route's train-mode branch: the agent is
+still the adversary, so every call is checked as a call through HTTP is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rock.proxy.episodes import DEFAULT_MAX_CHUNKS, EpisodeStore
+from rock.proxy.train import ChatEngine, TrainMode, check_messages
+from rock.proxy.types import EpisodeOpen, EpisodeRecord
+
+
+class InProcessProxy:
+    """Episodes and their chat calls; the methods match `ProxyClient`'s control calls, `chat` the route
+    `POST /episodes/{id}/v1/chat/completions` (errors are `ProxyError`s, with the status it would answer)."""
+
+    def __init__(
+        self,
+        engine: ChatEngine,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        max_chunks_per_episode: int = DEFAULT_MAX_CHUNKS,
+    ) -> None:
+        self.store = EpisodeStore(max_chunks_per_episode)
+        self.train = TrainMode(engine, self.store, max_tokens, temperature)
+
+    def open_episode(
+        self,
+        episode_id: str | None = None,
+        sandbox_id: str | None = None,
+        context: dict[str, Any] | None = None,
+        max_chunks: int | None = None,
+    ) -> str:
+        request = EpisodeOpen(
+            episode_id=episode_id, sandbox_id=sandbox_id, context=context or {}, max_chunks=max_chunks
+        )
+        return self.store.open(request).record.episode_id
+
+    def episode(self, episode_id: str) -> EpisodeRecord:
+        return self.store.get(episode_id).record.model_copy(deep=True)
+
+    def end_episode(self, episode_id: str) -> EpisodeRecord:
+        record = self.store.end(episode_id)
+        self.store.drop(episode_id)
+        return record
+
+    async def chat(self, episode_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The whole answer (`chat.completion`, without ROLL's token fields) to an OpenAI chat request of the
+        episode; a call that does not continue it, or one past its cap, is refused and counted."""
+        check_messages(body)
+        episode = self.store.get(episode_id)
+        return await self.train.complete({k: v for k, v in body.items() if k != "stream"}, episode)
