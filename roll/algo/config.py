@@ -16,7 +16,7 @@ class _LossConfig(BaseModel):
 class IPALossConfig(_LossConfig):
     """IPA: chunk-level discounted return, chunk IS ratio and mismatch mask; imitation on expert chunks."""
 
-    type: Literal["ipa"] = "ipa"
+    type: Literal["ipa"] = Field("ipa", description="Loss kind: ipa.")
     gamma: float = Field(0.95, gt=0.0, le=1.0, description="Chunk-level discount: G_k = gamma^(K-k) R.")
     group_baseline: bool = Field(False, description="Subtract the mean reward of the trajectory's group.")
     mismatch_high: float = Field(2.0, gt=0.0, description="H: drop chunks with exp(mean(old - mu)) > H.")
@@ -29,37 +29,39 @@ class IPALossConfig(_LossConfig):
 class TokenReinforceLossConfig(_LossConfig):
     """Token-level REINFORCE: IPA's update with every token its own chunk (ablation)."""
 
-    type: Literal["token_reinforce"] = "token_reinforce"
+    type: Literal["token_reinforce"] = Field("token_reinforce", description="Loss kind: token_reinforce.")
     gamma: float = Field(0.95, gt=0.0, le=1.0, description="Token-level discount: G_t = gamma^(N-t) R.")
-    group_baseline: bool = False
-    mismatch_high: float = Field(2.0, gt=0.0)
-    mismatch_low: float | None = Field(None, ge=0.0)
-    normalization: Normalization = "token_mean"
+    group_baseline: bool = Field(False, description="Subtract the mean reward of the trajectory's group.")
+    mismatch_high: float = Field(2.0, gt=0.0, description="H: drop tokens with exp(old - mu) > H.")
+    mismatch_low: float | None = Field(
+        None, ge=0.0, description="L: drop tokens with the ratio < L; null: no lower bound."
+    )
+    normalization: Normalization = Field("token_mean", description="token_mean or sequence_mean.")
 
 
 class GRPOLossConfig(_LossConfig):
     """GRPO: group-normalised trajectory advantage with the PPO clipped objective per token."""
 
-    type: Literal["grpo"] = "grpo"
+    type: Literal["grpo"] = Field("grpo", description="Loss kind: grpo.")
     clip_low: float = Field(0.2, ge=0.0, description="Ratio clipped below at 1 - clip_low.")
     clip_high: float = Field(0.2, ge=0.0, description="Ratio clipped above at 1 + clip_high.")
     std_eps: float = Field(1e-6, gt=0.0, description="Added to the group std before dividing.")
-    normalization: Normalization = "token_mean"
+    normalization: Normalization = Field("token_mean", description="token_mean or sequence_mean.")
 
 
 class ReinforceLossConfig(_LossConfig):
     """Plain REINFORCE with a trajectory-level geometric-mean truncated importance weight."""
 
-    type: Literal["reinforce"] = "reinforce"
-    group_baseline: bool = False
+    type: Literal["reinforce"] = Field("reinforce", description="Loss kind: reinforce.")
+    group_baseline: bool = Field(False, description="Subtract the mean reward of the trajectory's group.")
     is_cap: float = Field(2.0, gt=0.0, description="Truncation C of the weight: min(rho_seq, C).")
-    normalization: Normalization = "token_mean"
+    normalization: Normalization = Field("token_mean", description="token_mean or sequence_mean.")
 
 
 class SFTLossConfig(_LossConfig):
     """Error-masked SFT: failed or irrelevant chunks contribute nothing."""
 
-    type: Literal["sft"] = "sft"
+    type: Literal["sft"] = Field("sft", description="Loss kind: sft.")
     eps: float = Field(1e-8, gt=0.0, description="Added to the token count in the denominator.")
 
 

@@ -65,7 +65,9 @@ class RolloutConfig(StrictConfig):
         description="Dynamic sampling: up to N groups per step whose episodes all got the same reward (no "
         "group-baseline signal) are dropped and replaced by new groups; 0 keeps every group.",
     )
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    sampling: SamplingConfig = Field(
+        default_factory=SamplingConfig, description="How training episodes sample."
+    )
 
     @model_validator(mode="after")
     def _uniform_needs_groups(self) -> RolloutConfig:
@@ -80,8 +82,10 @@ class RolloutConfig(StrictConfig):
 class EnginesConfig(StrictConfig):
     """The engine group: one or more inference engines, all serving the latest weights."""
 
-    num_engines: int = Field(1, ge=1)
-    engine: EngineConfig = Field(default_factory=TorchEngineConfig)
+    num_engines: int = Field(1, ge=1, description="Inference engines (Ray actors) serving the rollout.")
+    engine: EngineConfig = Field(
+        default_factory=TorchEngineConfig, description="Each engine's kind and settings, chosen by type."
+    )
     weight_sync: Literal["finish", "abort"] = Field(
         "finish",
         description="At a weight update: finish (requests in flight end on the old weights, new ones wait) "
@@ -92,7 +96,9 @@ class EnginesConfig(StrictConfig):
 class MultiplexConfig(StrictConfig):
     """Train-rollout multiplexing: put engines to sleep while the trainer steps (their devices go to it)."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        False, description="Sleep engines during train steps (False: they keep generating)."
+    )
     min_awake: int = Field(0, ge=0, description="Engines kept generating during a train step (0: all sleep).")
 
 
@@ -107,8 +113,8 @@ class ResourcesConfig(StrictConfig):
     )
     trainer_cpus: float = Field(1.0, ge=0.0, description="Per trainer rank.")
     engine_cpus: float = Field(1.0, ge=0.0, description="Per engine.")
-    trainer_threads: int | None = Field(None, ge=1)
-    engine_threads: int | None = Field(None, ge=1)
+    trainer_threads: int | None = Field(None, ge=1, description="torch threads per trainer rank.")
+    engine_threads: int | None = Field(None, ge=1, description="torch threads per engine.")
     trainer_gpus: float = Field(0.0, ge=0.0, description="Per trainer rank.")
     engine_gpus: float = Field(0.0, ge=0.0, description="Per engine.")
 
@@ -128,7 +134,7 @@ class RewardConfig(StrictConfig):
         description="none; group: subtract the group's mean reward; group_std: and divide by its std; "
         "batch_std: z-score over the whole batch.",
     )
-    eps: float = Field(1e-6, gt=0.0)
+    eps: float = Field(1e-6, gt=0.0, description="Added to the std before dividing (group_std, batch_std).")
 
 
 class EvalConfig(StrictConfig):
@@ -148,7 +154,10 @@ class EvalConfig(StrictConfig):
         "episodes are the tasks themselves (env.task_ids at every start point, or env.eval_task_ids), and "
         "their model calls carry no sampling seed (the engine draws one), so an offset would change nothing.",
     )
-    sampling: SamplingConfig = Field(default_factory=lambda: SamplingConfig(temperature=0.0))
+    sampling: SamplingConfig = Field(
+        default_factory=lambda: SamplingConfig(temperature=0.0),
+        description="How evaluation episodes sample (greedy by default).",
+    )
 
 
 class WarmStartConfig(StrictConfig):
@@ -181,18 +190,30 @@ class TrainConfig(StrictConfig):
         1, ge=1, description="Newest checkpoints kept (each: weights and optimizer state; resume needs one)."
     )
     resume: bool = Field(False, description="Continue from the last checkpoint in the output dir.")
-    trainer: TrainerConfig = Field(default_factory=TorchBackendConfig)
-    loss: LossConfig = Field(default_factory=IPALossConfig)
-    env: EnvConfig = Field(default_factory=GEMEnvConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    engines: EnginesConfig = Field(default_factory=EnginesConfig)
-    multiplex: MultiplexConfig = Field(default_factory=MultiplexConfig)
-    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
-    reward: RewardConfig = Field(default_factory=RewardConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    warm_start: WarmStartConfig | None = None
-    ray: RayConfig = Field(default_factory=RayConfig)
-    episodes: EpisodeLogConfig = Field(default_factory=EpisodeLogConfig)
+    trainer: TrainerConfig = Field(
+        default_factory=TorchBackendConfig, description="The train backend and policy, chosen by type."
+    )
+    loss: LossConfig = Field(default_factory=IPALossConfig, description="The loss, chosen by type.")
+    env: EnvConfig = Field(default_factory=GEMEnvConfig, description="The environment, chosen by type.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout workers and groups.")
+    engines: EnginesConfig = Field(default_factory=EnginesConfig, description="The inference engine group.")
+    multiplex: MultiplexConfig = Field(
+        default_factory=MultiplexConfig, description="Sleeping engines while the trainer steps."
+    )
+    resources: ResourcesConfig = Field(
+        default_factory=ResourcesConfig, description="CPUs, GPUs and threads each role asks of Ray."
+    )
+    reward: RewardConfig = Field(
+        default_factory=RewardConfig, description="What the reward is, normalised how."
+    )
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Evaluation before, during and after.")
+    warm_start: WarmStartConfig | None = Field(
+        None, description="An SFT stage before RL; null: RL starts from trainer.model."
+    )
+    ray: RayConfig = Field(default_factory=RayConfig, description="Which Ray cluster runs the run.")
+    episodes: EpisodeLogConfig = Field(
+        default_factory=EpisodeLogConfig, description="Which episodes are written to disk for viewing."
+    )
 
     @model_validator(mode="after")
     def _terminal_eval_has_no_seed_offset(self) -> TrainConfig:

@@ -12,7 +12,7 @@ from roll.config import StrictConfig
 class GEMEnvConfig(StrictConfig):
     """Any GEM env id, played multi-turn: each observation becomes a user message of the chat."""
 
-    type: Literal["gem"] = "gem"
+    type: Literal["gem"] = Field("gem", description="Env kind: gem (GEM text games).")
     env_id: str = Field(
         "game:GuessTheNumber-v0-easy", description="A gem-llm env id, e.g. game:Sudoku-v0-easy."
     )
@@ -55,6 +55,6 @@ class SamplingConfig(StrictConfig):
     """How the policy samples during rollout or evaluation."""
 
     temperature: float = Field(1.0, ge=0.0, description="0 is greedy.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass, in (0, 1]; 1 is off.")
+    top_k: int = Field(0, ge=0, description="Sample among the k likeliest tokens; 0 is off.")
     max_new_tokens: int = Field(64, ge=1, description="Most tokens per LLM call.")

@@ -13,19 +13,23 @@ class OptimizerConfig(StrictConfig):
     """AdamW and gradient clipping."""
 
     lr: float = Field(1e-5, gt=0.0, description="Peak learning rate.")
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = Field(1e-8, gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW's (beta1, beta2) moment decays.")
+    eps: float = Field(1e-8, gt=0.0, description="AdamW's epsilon, added to the second moment's root.")
+    weight_decay: float = Field(
+        0.0, ge=0.0, description="AdamW's decoupled weight decay per step (times lr)."
+    )
     grad_clip: float = Field(1.0, gt=0.0, description="Max global gradient norm.")
 
 
 class ScheduleConfig(StrictConfig):
     """LR schedule: linear warmup, then constant, linear or cosine decay to min_lr_ratio * lr."""
 
-    type: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
+    type: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="Decay after warmup: constant, linear or cosine."
+    )
+    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear warmup from 0 to lr.")
     total_steps: int | None = Field(None, ge=1, description="Steps over which linear/cosine decay.")
-    min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0)
+    min_lr_ratio: float = Field(0.0, ge=0.0, le=1.0, description="Final lr as a share of lr (0 to 1).")
 
     @model_validator(mode="after")
     def _decay_needs_total(self) -> ScheduleConfig:
@@ -37,7 +41,7 @@ class ScheduleConfig(StrictConfig):
 class TorchBackendConfig(StrictConfig):
     """The embedded train backend: a transformers model trained with plain torch (FSDP2 when distributed)."""
 
-    type: Literal["torch"] = "torch"
+    type: Literal["torch"] = Field("torch", description="Train backend: torch.")
     model: str = Field(
         "builtin:smollm2-135m-instruct", description="Model id: a builtin:* name or a Hugging Face folder."
     )
@@ -54,8 +58,10 @@ class TorchBackendConfig(StrictConfig):
     packing: bool = Field(
         True, description="Padding-free packed forward; False pads to the longest (benchmark baseline)."
     )
-    activation_checkpointing: bool = False
+    activation_checkpointing: bool = Field(
+        False, description="Recompute each layer's activations in the backward pass (less memory, more time)."
+    )
     compute_entropy: bool = Field(True, description="Report the policy entropy of trained tokens.")
-    seed: int = 0
-    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
-    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    seed: int = Field(0, description="Seed of torch's generators (dropout, initialisation of new weights).")
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="AdamW and clipping.")
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig, description="The LR schedule.")

@@ -16,7 +16,7 @@ from roll.config import StrictConfig
 class SGLangEngineConfig(StrictConfig):
     """One SGLang offline engine (`sglang.Engine`) on `tp_size` GPUs, serving the policy for rollout."""
 
-    type: Literal["sglang"] = "sglang"
+    type: Literal["sglang"] = Field("sglang", description="Engine kind: sglang.")
     model_path: str | None = Field(
         None,
         description="Hugging Face folder the engine loads; None: the policy's own model (trainer.model, "

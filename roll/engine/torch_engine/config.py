@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class TorchEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["torch"] = "torch"
+    type: Literal["torch"] = Field("torch", description="Engine kind: torch (the embedded engine).")
     max_batch_size: int = Field(64, ge=1, description="Most completions decoded together in one step.")
     prefill_chunk_tokens: int = Field(
         256,

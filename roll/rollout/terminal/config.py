@@ -81,7 +81,9 @@ class ResamplingConfig(StrictConfig):
         description="Parallel anchors: a task's groups cycle over the current start and the anchors - 1 "
         "start points before it.",
     )
-    rollback: RollbackConfig = Field(default_factory=RollbackConfig)
+    rollback: RollbackConfig = Field(
+        default_factory=RollbackConfig, description="When the current start point moves back."
+    )
     imitation: bool = Field(
         True,
         description="Imitation fallback: a group none of whose episodes succeeded also trains one "
@@ -209,7 +211,7 @@ class TerminalEnvConfig(StrictConfig):
     """Terminal tasks (Harbor / Terminal-Bench layout): an iflow agent in a ROCK sandbox, graded by the
     task's own tests (reward 1 when they pass)."""
 
-    type: Literal["terminal"] = "terminal"
+    type: Literal["terminal"] = Field("terminal", description="Env kind: terminal (agent-native tasks).")
     tasks_dir: Path = Field(Path("rome/tasks/terminal-pro"), description="Folder of task folders.")
     task_ids: list[str] = Field(
         default_factory=list,
@@ -238,9 +240,11 @@ class TerminalEnvConfig(StrictConfig):
         "the data stage's kept.jsonl, which env.data names here): a train task's shortest successful one "
         "starts its expert for initialized resampling and imitation instead of its oracle solution script.",
     )
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    rock: RockConfig = Field(default_factory=RockConfig)
-    resampling: ResamplingConfig = Field(default_factory=ResamplingConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig, description="The agent that plays each episode.")
+    rock: RockConfig = Field(default_factory=RockConfig, description="Where the sandboxes run.")
+    resampling: ResamplingConfig = Field(
+        default_factory=ResamplingConfig, description="Initialized resampling of the training episodes."
+    )
     success_reward: float = Field(
         1.0, description="An episode succeeds when its test reward is at least this."
     )

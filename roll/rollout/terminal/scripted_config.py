@@ -15,7 +15,9 @@ class ScriptedEngineConfig(StrictConfig):
     task's next oracle step (a `run_shell_command` call of its solution script, then a final message), with
     real token ids of the trainer's tokenizer. The trainer still trains the real model on those tokens."""
 
-    type: Literal["scripted"] = "scripted"
+    type: Literal["scripted"] = Field(
+        "scripted", description="Engine kind: scripted (a test double that plays each task's oracle)."
+    )
     tasks_dir: Path = Field(Path("rome/tasks/terminal-pro"), description="Where the tasks' solutions are.")
     mistake_rate: float = Field(
         0.0,

@@ -22,7 +22,7 @@ SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe")
 class MegatronBackendConfig(StrictConfig):
     """The scale train backend: megatron-core GPT model with tensor/pipeline/expert/context parallelism."""
 
-    type: Literal["megatron"] = "megatron"
+    type: Literal["megatron"] = Field("megatron", description="Train backend: megatron (megatron-core).")
     model: str = Field(
         "builtin:tiny-qwen3-moe",
         description="Model id: a builtin:* name or a Hugging Face folder (llama, qwen2, qwen3, qwen3_moe).",
@@ -61,9 +61,9 @@ class MegatronBackendConfig(StrictConfig):
         "alltoall", description="How MoE tokens reach their experts' ranks (megatron-core's dispatcher type)."
     )
     compute_entropy: bool = Field(True, description="Report the policy entropy of trained tokens.")
-    seed: int = 0
-    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
-    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    seed: int = Field(0, description="Seed of megatron-core's and torch's generators.")
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="AdamW and clipping.")
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig, description="The LR schedule.")
 
     @model_validator(mode="after")
     def _parallel_layout(self) -> MegatronBackendConfig:
