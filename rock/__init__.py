@@ -13,6 +13,7 @@ _SDK_NAMES = frozenset(
         "FailureReason",
         "QuotaExceeded",
         "Observation",
+        "make",
         "RockError",
         "Sandbox",
         "SandboxFailed",
@@ -23,14 +24,10 @@ _SDK_NAMES = frozenset(
     }
 )
 
-__all__ = sorted(_SDK_NAMES | {"make"})
+__all__ = sorted(_SDK_NAMES)
 
 
 def __getattr__(name: str) -> object:  # no typing import: the rocklet imports this package at start
-    if name == "make":
-        from rock.envs.client import make
-
-        return make
     if name in _SDK_NAMES:
         import rock.sdk
 

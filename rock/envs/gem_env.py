@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rock.envs.errors import EnvError, UnknownEnvId
 from rock.envs.gem_image import gem_build_context
 from rock.sdk import RockError, Sandbox
+from rock.sdk.env_errors import EnvError, UnknownEnvId
 
 SERVER_PATH = "/tmp/rock_gem_server.py"
 SOCKET_PATH = "/tmp/rock-gem.sock"

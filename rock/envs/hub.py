@@ -7,8 +7,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rock.envs.errors import EnvNotFound
-from rock.envs.types import EnvList, OpenEnv
+from rock.sdk.env_errors import EnvNotFound
+from rock.sdk.env_types import EnvList, OpenEnv
 
 
 class HostedEnv(Protocol):

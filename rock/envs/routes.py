@@ -12,9 +12,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from rock.envs.errors import EnvError
 from rock.envs.hub import ANYONE, EnvCaller, EnvHub
-from rock.envs.types import (
+from rock.sdk.env_errors import EnvError
+from rock.sdk.env_types import (
     EnvErrorBody,
     EnvList,
     MakeRequest,

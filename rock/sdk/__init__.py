@@ -1,4 +1,5 @@
-"""The ROCK SDK: `Sandbox`, `AsyncSandbox`, their wire types and typed errors.
+"""The ROCK SDK: `Sandbox`, `AsyncSandbox`, their wire types and typed errors; `make`, the client of GEM
+environments hosted on ROCK (`rock.envs`).
 
 Names load on first use, so `rock --help` (which imports `rock.sdk.cli`) does not pay for httpx and pydantic.
 """
@@ -21,6 +22,12 @@ _EXPORTS = {
     "SandboxInfo": "rock.sdk.types",
     "SandboxSpec": "rock.sdk.types",
     "SandboxState": "rock.sdk.types",
+    "RemoteEnv": "rock.sdk.envs",
+    "list_envs": "rock.sdk.envs",
+    "make": "rock.sdk.envs",
+    "EnvError": "rock.sdk.env_errors",
+    "EnvNotFound": "rock.sdk.env_errors",
+    "UnknownEnvId": "rock.sdk.env_errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -72,7 +72,7 @@ def make_env(config: GEMEnvConfig) -> Any:
             lambda: TerminalTaskEnv(config.env_id, config.rock_url, **config.env_kwargs),
         )
     elif config.rock_url is not None:
-        from rock.envs import make as rock_make
+        from rock.sdk.envs import make as rock_make
 
         maker, make = "rock.make", lambda: rock_make(config.env_id, url=config.rock_url, **config.env_kwargs)
     else:

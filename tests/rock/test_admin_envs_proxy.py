@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from iflow.testing import ScriptedOpenAIServer, say
-from rock.envs import list_envs, make
 from rock.fleet import LocalFleet, free_port, short_tmp
 from rock.proxy import ProxyClient
+from rock.sdk.envs import list_envs, make
 from rock.sdk.sandbox import Sandbox
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

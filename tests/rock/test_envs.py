@@ -14,9 +14,10 @@ import httpx
 import pytest
 import uvicorn
 
-from rock.envs import EnvError, EnvNotFound, UnknownEnvId, list_envs, make
 from rock.envs.routes import create_app
 from rock.fleet import free_port
+from rock.sdk.env_errors import EnvError, EnvNotFound, UnknownEnvId
+from rock.sdk.envs import list_envs, make
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

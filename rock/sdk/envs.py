@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from rock.envs.errors import ERRORS, EnvError
-from rock.envs.types import EnvList, MakeResponse, ResetResponse, StepResponse
 from rock.sdk.calls import auth_headers
+from rock.sdk.env_errors import ERRORS, EnvError
+from rock.sdk.env_types import EnvList, MakeResponse, ResetResponse, StepResponse
 
 DEFAULT_URL = "http://127.0.0.1:8091"
 
