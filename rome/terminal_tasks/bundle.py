@@ -22,7 +22,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from rock.runtime.command import LOADER, RUNTIME_MOUNT
+from rock.sdk.runtime import RUNTIME_MOUNT, sandbox_python
 
 BUNDLE_ROOT = "/opt/rome-bench"
 PYTEST_MOUNT = f"{BUNDLE_ROOT}/pytest"
@@ -31,7 +31,7 @@ BUNDLE_FORMAT = 4  # part of the bundle's cache folder name: bump it when the bu
 # pytest, its pure-Python dependencies and the CTRF report plugin, copied file by file from their installs.
 PYTEST_DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments", "pytest-json-ctrf")
 # ROCK's interpreter started through its own loader: the image's libc and Python do not matter.
-ROCK_PYTHON = f"{RUNTIME_MOUNT}/{LOADER} --library-path {RUNTIME_MOUNT}/lib {RUNTIME_MOUNT}/bin/python3"
+ROCK_PYTHON = " ".join(sandbox_python())
 
 _PYTEST_SHIM = f"""#!/bin/sh
 # pytest on the image's python3 when it has one, else on the interpreter ROCK mounts at {RUNTIME_MOUNT}.

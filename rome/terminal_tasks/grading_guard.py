@@ -31,19 +31,12 @@ import shlex
 import time
 from typing import Protocol, runtime_checkable
 
-from rock.runtime.command import LOADER, RUNTIME_MOUNT
+from rock.sdk.runtime import RUNTIME_MOUNT, sandbox_python
 from rome.terminal_tasks.bundle import BUNDLE_ROOT
 from rome.terminal_tasks.sandbox import CommandResult, SandboxError
 from rome.terminal_tasks.task import TESTS_MOUNT, VERIFIER_LOGS
 
-TRUSTED_PYTHON = [
-    f"{RUNTIME_MOUNT}/{LOADER}",
-    "--library-path",
-    f"{RUNTIME_MOUNT}/lib",
-    f"{RUNTIME_MOUNT}/bin/python3",
-    "-I",
-    "-S",
-]
+TRUSTED_PYTHON = [*sandbox_python(), "-I", "-S"]
 """ROCK's interpreter, started through its own loader from the worker's read-only mount: no file of the
 image's (or the agent's) is run, and `-I -S` keep PYTHON* variables and site-packages out."""
 PRELOAD = "/etc/ld.so.preload"

@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 
 from iflow.types import PromptProfile
-from rock.envs.gem_image import cache_root, installed_pins
 from rock.proxy.client import ProxyClient
-from rock.runtime.command import rocklet_container_command
+from rock.sdk.host_python import cache_root, installed_pins
+from rock.sdk.runtime import sandbox_python
 from roll.rollout.terminal.agent import AgentOutcome
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
@@ -35,9 +35,9 @@ AGENT_REQUIREMENTS = ("httpx", "pydantic", "typer", "rich", "prompt_toolkit", "p
 BUNDLE_DIR = "/var/tmp/ale-agent"  # /tmp is noexec in sandboxes: pydantic-core could not load
 SANDBOX_SOCKET = "model.sock"
 IFLOW_MAIN = "from iflow.cli import main; main()"  # iflow has no __main__ module
-# The host's own interpreter, mounted read-only in every sandbox for the rocklet (rock.runtime): the agent
+# The host's own interpreter, mounted read-only in every sandbox for the rocklet (rock.sdk.runtime): the agent
 # bundle is built for it, and images need no Python of their own.
-SANDBOX_PYTHON = " ".join(rocklet_container_command()[:4])
+SANDBOX_PYTHON = " ".join(sandbox_python())
 PREFILL_SCRIPT = "/var/tmp/ale-prefill.py"
 PREFILL_SPEC = "/var/tmp/ale-prefill.json"
 
