@@ -31,20 +31,9 @@ def train(
     from roll.pipeline.controller import WarmStartError
     from roll.pipeline.controller import train as run_training
     from roll.pipeline.tracking import ResumeError
-    from roll.rollout.gem_env import EnvUnavailableError
-    from roll.rollout.terminal.data_stage import DataStageError
-    from roll.rollout.terminal.expert import RecordedExpertsError
-    from roll.rollout.terminal.tasks import TerminalTasksError
+    from roll.rollout.envs import env_errors
 
-    expected = (
-        WarmStartError,
-        EnvUnavailableError,
-        ResumeError,
-        TerminalTasksError,
-        RolloutFailing,
-        DataStageError,
-        RecordedExpertsError,
-    )
+    expected = (WarmStartError, ResumeError, RolloutFailing, *env_errors())
     try:
         run_training(parsed, console)
     except expected as error:

@@ -20,9 +20,8 @@ from roll.pipeline.config import TrainConfig
 from roll.pipeline.tracking import RunLog
 from roll.pipeline.trainer_group import TrainerGroup
 from roll.pipeline.weight_sync import make_weight_sync
+from roll.rollout.envs import env_kind
 from roll.rollout.episode import EpisodeTask
-from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.run import TerminalRun
 from roll.rollout.worker import RolloutWorker
 from roll.types import Trajectory
 
@@ -79,9 +78,10 @@ class Cluster:
         policy_model: str,
         step: int,
         next_group: int,
-        start_points: dict[str, Any] | None = None,
+        resume: dict[str, Any] | None = None,
     ) -> None:
-        """`start_points`: a resumed terminal run's scheduler state at its checkpoint (None: a fresh run)."""
+        """`resume`: the checkpoint record a resumed run continues from (None: a fresh run); the env kind's
+        run takes its state from it."""
         check_resources(config)
         self.config = config
         res = config.resources
@@ -122,9 +122,7 @@ class Cluster:
         from roll.models import resolve_model_path
 
         self._tokenizer_path = str(resolve_model_path(config.trainer.model))
-        self.terminal = (
-            TerminalRun(config, start_points) if isinstance(config.env, TerminalEnvConfig) else None
-        )
+        self.env_run = env_kind(config.env.type).start(config, resume)
         self.workers: dict[str, Any] = {}
         self._runs: dict[ray.ObjectRef, str] = {}
         self._worker_count = 0
@@ -147,7 +145,7 @@ class Cluster:
                 rollout.episodes_in_flight,
                 self.engines.handles,
                 self.buffer,
-                self.terminal.services if self.terminal else None,
+                self.env_run.services,
             )
         )
         self.workers[worker_id] = handle
@@ -166,8 +164,7 @@ class Cluster:
                     ) from error
             lost = ray.get(self.buffer.worker_lost.remote(worker_id))
             log.warning("rollout worker %s died; %d episodes in flight are sampled again", worker_id, lost)
-            if self.terminal is not None:
-                self.terminal.worker_lost(worker_id)
+            self.env_run.worker_lost(worker_id)
             self.workers_lost += 1
             del self.workers[worker_id]
             self._start_worker()
@@ -205,9 +202,7 @@ class Cluster:
     def save(self, log: RunLog, step: int) -> None:
         folder = log.checkpoint_dir(step)
         self.trainer.save(str(folder))
-        state: dict[str, Any] = {"step": step, "next_group": self.next_group()}
-        if self.terminal is not None:
-            state["start_points"] = self.terminal.state()
+        state: dict[str, Any] = {"step": step, "next_group": self.next_group(), **self.env_run.state()}
         log.mark_checkpoint(step, state, self.config.keep_checkpoints)
 
     def export_model(self, folder: Path) -> None:
@@ -249,8 +244,7 @@ class Cluster:
         for handle in [*self.workers.values(), *self.engines.handles, self.buffer]:
             ray.kill(handle)
         self.trainer.kill()
-        if self.terminal is not None:
-            self.terminal.close()
+        self.env_run.close()
 
 
 def check_resources(config: TrainConfig) -> None:

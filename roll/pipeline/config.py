@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
@@ -12,8 +12,8 @@ from roll.config import StrictConfig, type_or_torch
 from roll.engine.sglang.config import SGLangEngineConfig
 from roll.engine.torch_engine.config import TorchEngineConfig
 from roll.pipeline.episodes import EpisodeLogConfig
-from roll.rollout.config import GEMEnvConfig, SamplingConfig
-from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.config import SamplingConfig
+from roll.rollout.envs import EnvConfig, default_env_config, env_kind
 from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
 from roll.trainer.config import TorchBackendConfig
 from roll.trainer.select import TrainerConfig
@@ -30,25 +30,6 @@ EngineConfig = Annotated[
 ]
 """engines.engine.type: torch (the embedded engine), sglang (needs CUDA and the gpu extra) or scripted (a
 test double of the model's choices on terminal tasks, for CI and benchmarks)."""
-
-
-def _env_type(value: Any) -> str:
-    """The env kind a section asks for; a section without `type` is a GEM env."""
-    if isinstance(value, dict):
-        return str(value.get("type", "gem"))
-    return str(getattr(value, "type", "gem"))
-
-
-EnvConfig = Annotated[
-    Annotated[GEMEnvConfig, Tag("gem")] | Annotated[TerminalEnvConfig, Tag("terminal")],
-    Discriminator(
-        _env_type,
-        custom_error_type="unknown_env",
-        custom_error_message="env.type must be 'gem' (GEM text envs) or 'terminal' (terminal tasks in ROCK "
-        "sandboxes, driven by iflow)",
-    ),
-]
-"""env.type: gem (a GEM env id, played in the rollout worker) or terminal (agent-native terminal tasks)."""
 
 
 class RolloutConfig(StrictConfig):
@@ -194,7 +175,7 @@ class TrainConfig(StrictConfig):
         default_factory=TorchBackendConfig, description="The train backend and policy, chosen by type."
     )
     loss: LossConfig = Field(default_factory=IPALossConfig, description="The loss, chosen by type.")
-    env: EnvConfig = Field(default_factory=GEMEnvConfig, description="The environment, chosen by type.")
+    env: EnvConfig = Field(default_factory=default_env_config, description="The environment, chosen by type.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Rollout workers and groups.")
     engines: EnginesConfig = Field(default_factory=EnginesConfig, description="The inference engine group.")
     multiplex: MultiplexConfig = Field(
@@ -216,14 +197,9 @@ class TrainConfig(StrictConfig):
     )
 
     @model_validator(mode="after")
-    def _terminal_eval_has_no_seed_offset(self) -> TrainConfig:
-        if isinstance(self.env, TerminalEnvConfig) and self.eval.seed_offset:
-            raise ValueError(
-                f"eval.seed_offset is {self.eval.seed_offset}, but a terminal env (env.type: terminal) does "
-                "not use it: its eval episodes are its tasks (env.task_ids at every start point k, or the "
-                "held-out env.eval_task_ids), and their sampling is not seeded. Remove eval.seed_offset; to "
-                "evaluate other tasks, name them in env.eval_task_ids"
-            )
+    def _fits_the_env(self) -> TrainConfig:
+        """The env kind checks the rest of the config (a terminal env has no eval.seed_offset)."""
+        env_kind(self.env.type).check_settings(self)
         return self
 
     @property

@@ -24,11 +24,7 @@ from roll.pipeline.episodes import save_eval_episodes, save_train_sample
 from roll.pipeline.rewards import train_rewards
 from roll.pipeline.tracking import RunLog, episode_metrics
 from roll.progress import StepProgress, print_plain
-from roll.rollout.episode import EpisodeTask
-from roll.rollout.gem_env import check_env
-from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.evaluation import eval_fields, eval_tasks, held_out_sets, held_out_tasks
-from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
+from roll.rollout.envs import env_kind
 
 if TYPE_CHECKING:
     from roll.sft.config import SFTConfig
@@ -54,12 +50,11 @@ def train(config: TrainConfig, console: Console | None = None) -> list[dict[str,
         policy,
         step=start,
         next_group=previous[1]["next_group"] if previous else 0,
-        start_points=previous[1].get("start_points", {}) if previous else None,
+        resume=previous[1] if previous else None,
     )
     try:
-        if cluster.terminal is not None:
-            for line in cluster.terminal.describe():
-                console.print(line, markup=False)
+        for line in cluster.env_run.describe():
+            console.print(line, markup=False)
         if previous:
             cluster.load(previous[0])
             console.print(f"Resumed from {previous[0]} at step {start}")
@@ -117,50 +112,21 @@ def train_step(cluster: Cluster, config: TrainConfig, step: int) -> dict[str, An
         "engines_slept": len(slept),
         **{f"buffer/{k}": v for k, v in cluster.buffer_stats().items()},
         "workers_lost": cluster.workers_lost,
-        **(cluster.terminal.metrics() if cluster.terminal is not None else {}),
+        **cluster.env_run.metrics(),
         **{f"train/{k}": v for k, v in train_metrics.items()},
     }
 
 
 def with_prepared_data(config: TrainConfig, console: Console) -> TrainConfig:
-    """A terminal run with env.data first makes (or finds cached) its tasks and SFT data; the returned config
-    names them: tasks_dir, task_ids, the held-out sets, experts, and the SFT data of warm_start."""
-    if not isinstance(config.env, TerminalEnvConfig) or config.env.data is None:
-        return config
-    from roll.rollout.terminal.data_stage import prepare_terminal_data
-
-    prepared = prepare_terminal_data(config.env, lambda line: print_plain(console, line))
-    for line in prepared.summary:
-        print_plain(console, line)
-    env = config.env.model_copy(
-        update={
-            "data": None,
-            "tasks_dir": prepared.tasks_dir,
-            "task_ids": prepared.train_ids,
-            "eval_task_ids": prepared.eval_ids,
-            "out_of_family_task_ids": prepared.out_of_family_ids,
-            "experts": prepared.experts,
-        }
-    )
-    update: dict[str, Any] = {"env": env}
-    if isinstance(config.engines.engine, ScriptedEngineConfig):  # it replays the oracles of the run's tasks
-        engine = config.engines.engine.model_copy(update={"tasks_dir": prepared.tasks_dir})
-        update["engines"] = config.engines.model_copy(update={"engine": engine})
-    if config.warm_start is not None:
-        overrides = [*config.warm_start.overrides, f"data.path={prepared.sft_path}"]
-        update["warm_start"] = config.warm_start.model_copy(update={"overrides": overrides})
-    return config.model_copy(update=update)
+    """The env kind makes what the run needs before it starts (a terminal run with env.data: its tasks and
+    SFT data, made or found cached); the returned config names it."""
+    return env_kind(config.env.type).prepare(config, lambda line: print_plain(console, line))
 
 
 def check_env_config(config: TrainConfig) -> None:
     """Stop before any actor starts when the env cannot run here: a GEM env that does not make and reset, or
     terminal tasks that do not load or whose images do not build (built here once for every worker)."""
-    if isinstance(config.env, TerminalEnvConfig):
-        from roll.rollout.terminal.tasks import prepare_terminal_env
-
-        prepare_terminal_env(config.env)
-    else:
-        check_env(config.env, config.train_seed_offset)
+    env_kind(config.env.type).check(config)
 
 
 def should_shrink(cluster: Cluster, config: TrainConfig) -> bool:
@@ -183,42 +149,20 @@ def evaluate(
     """Fixed seeds, sampled as eval.sampling says; the same seeds (and sampling seeds) at every evaluation,
     so two evaluations compare pairwise (the summary's sign test). `model` names the weights the engines
     hold when they are not the run's own. Logged to eval.jsonl and shown as one line."""
-    env = config.env
-    if isinstance(env, TerminalEnvConfig) and env.held_out_task_ids:
-        tasks = held_out_tasks(env.held_out_task_ids, config.eval.episodes)
-    elif cluster.terminal is not None:
-        tasks = eval_tasks(cluster.terminal.oracle_lengths, config.eval.episodes)
-    else:
-        seeds = range(config.eval.seed_offset, config.eval.seed_offset + config.eval.episodes)
-        tasks = [EpisodeTask(f"eval{seed}", seed) for seed in seeds]
+    kind = env_kind(config.env.type)
+    tasks = cluster.env_run.eval_tasks(config.eval.episodes, config.eval.seed_offset)
     if not tasks:
         return
     started = time.perf_counter()
     results = cluster.evaluate(tasks, config.eval.sampling)
-    played = [t for t in results if t is not None]
-    failed = len(results) - len(played)
-    apart: dict[str, Any] = {}
-    if isinstance(env, TerminalEnvConfig):
-        # In-family held-out results are the record's own fields; the out-of-family set is kept apart.
-        sets = held_out_sets(tasks, results, set(env.out_of_family_task_ids))
-        played, failed = sets["in_family"]
-        outcomes = eval_fields(played, config.eval.episodes, env.resampling.crucial_fork_gap)
-        if "out_of_family" in sets:
-            other, other_failed = sets["out_of_family"]
-            fields = eval_fields(other, config.eval.episodes, env.resampling.crucial_fork_gap)
-            apart = {
-                "out_of_family": {
-                    **episode_metrics(other),
-                    "failed": other_failed,
-                    "won_seeds": fields["won_seeds"],
-                    "seed_rewards": fields["seed_rewards"],
-                }
-            }
-    else:
-        outcomes = {
-            "won_seeds": sorted(t.metadata["seed"] for t in played if t.metadata["success"]),
-            "seed_rewards": {str(t.metadata["seed"]): t.reward for t in played},
-        }
+    # The kind's main set gives the record's own fields; any other set (a terminal run's out-of-family
+    # held-out tasks) is kept apart under its name.
+    main, sets = kind.eval_sets(config.env, tasks, results, config.eval.episodes)
+    played, failed, outcomes = main.played, main.failed, main.fields
+    apart = {
+        name: {**episode_metrics(other.played), "failed": other.failed, **other.fields}
+        for name, other in sets.items()
+    }
     record = {
         "step": step,
         "label": label,

@@ -15,7 +15,7 @@ from rich.table import Table
 from rock.sdk.tables import print_table
 from roll.pipeline.config import TrainConfig
 from roll.progress import print_plain
-from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.envs import env_kind
 
 
 def step_line(record: dict[str, Any]) -> str:
@@ -64,37 +64,20 @@ def print_summary(
     """The eval table (base, after SFT, after RL, ...) with the eval settings, and the run's wall time."""
     ev = config.eval
     sampling = "greedy" if ev.sampling.temperature == 0 else f"temperature {ev.sampling.temperature:g}"
-    if isinstance(config.env, TerminalEnvConfig) and config.env.held_out_task_ids:
-        apart = len(config.env.out_of_family_task_ids)
-        what = (
-            f"{len(config.env.eval_task_ids)} held-out terminal tasks (new instances of the trained families)"
-            + (f" and {apart} out-of-family tasks (families never trained on)" if apart else "")
-            + f", {ev.episodes} episode(s) each from scratch"
-        )
-    elif isinstance(config.env, TerminalEnvConfig):
-        what = (
-            f"terminal tasks {', '.join(config.env.task_ids)}, {ev.episodes} episode(s) at every start point "
-            "k (k oracle steps prefilled)"
-        )
-    else:
-        seeds = f"env seeds {ev.seed_offset}..{ev.seed_offset + ev.episodes - 1}"
-        what = f"{config.env.env_id}, {seeds} (fixed, apart from training seeds)"
+    kind = env_kind(config.env.type)
+    what = kind.eval_description(config.env, ev.episodes, ev.seed_offset)
     per_turn = f"<= {ev.sampling.max_new_tokens} tokens per turn"
     # The settings as one plain line (a table title would wrap at the table's width, splitting it in logs).
     print_plain(console, f"Eval success on {what}, {sampling}, {per_turn} ({config.run_dir})")
     title = "Eval success"
     played = [row for row in evals if row.get("episodes")]
-    terminal = isinstance(config.env, TerminalEnvConfig)
     # Piped (CI logs) a console is 80 columns: rather than cut cells and headers, show one block per eval.
-    table = summary_table(title, played, terminal)
+    table = summary_table(title, played, kind.summary_columns)
     if console.measure(table, options=console.options.update_width(UNBOUNDED)).maximum > console.width:
-        table = summary_table(title, played, terminal, vertical=True)
+        table = summary_table(title, played, kind.summary_columns, vertical=True)
     console.print(table)
-    if played and isinstance(config.env, TerminalEnvConfig) and not config.env.held_out_task_ids:
-        from roll.rollout.terminal.report import start_point_table
-
-        title = "Eval success by task and start point k (fork: the step k whose prefill helps most)"
-        print_table(console, start_point_table(played, title))
+    for extra in kind.summary_tables(config.env, played):
+        print_table(console, extra)
     if played:
         path = " → ".join(f"{row['label']} {row['success']:.0%}" for row in played)
         console.print(f"Eval success: {path}")
@@ -119,33 +102,35 @@ def _success(row: dict[str, Any]) -> str:
     return f"{row['success']:.0%} ({round(row['success'] * row['episodes'])}/{row['episodes']})"
 
 
-# The summary's columns: header (a line break where it may wrap), the env kind it belongs to (None: every
-# kind; format errors are a GEM env's, agent timeouts and errors a terminal env's; the out-of-family held-out
-# set a terminal run's that has one), and its cell.
+# The summary's columns: header (a line break where it may wrap), the optional column it is (None: always
+# shown; an env kind names the ones its evaluations fill in `EnvKind.summary_columns`, and "out_of_family"
+# shows when every evaluation has such a held-out set), and its cell.
 SUMMARY_COLUMNS: list[tuple[str, str | None, Callable[[dict[str, Any]], str]]] = [
     ("eval", None, lambda row: row["label"]),
     ("step", None, lambda row: str(row["step"])),
     ("success", None, _success),
     ("out of\nfamily", "out_of_family", lambda row: _success(row["out_of_family"])),
     ("reward", None, lambda row: f"{row['reward']:+.3f}"),
-    ("format\nerrors", "gem", lambda row: f"{row['format_error_rate']:.0%}"),
+    ("format\nerrors", "format_errors", lambda row: f"{row['format_error_rate']:.0%}"),
     ("turns", None, lambda row: f"{row['turns']:.1f}"),
     ("failed\nto run", None, lambda row: str(row.get("failed", 0))),
     (
         "agent\ntimeouts\n/ errors",
-        "terminal",
+        "agent_errors",
         lambda row: f"{row.get('agent_timeouts', 0)} / {row.get('agent_errors', 0)}",
     ),
 ]
 
 
-def summary_table(title: str, evals: list[dict[str, Any]], terminal: bool, vertical: bool = False) -> Table:
-    """A column per field and a row per evaluation; `vertical` (for a console too narrow for that): a
-    block of field and value lines per evaluation."""
-    kinds = {None, "terminal" if terminal else "gem"}
+def summary_table(
+    title: str, evals: list[dict[str, Any]], optional: frozenset[str], vertical: bool = False
+) -> Table:
+    """A column per field and a row per evaluation, with the `optional` columns of SUMMARY_COLUMNS;
+    `vertical` (for a console too narrow for that): a block of field and value lines per evaluation."""
+    shown: set[str | None] = {None, *optional}
     if evals and all(row.get("out_of_family", {}).get("episodes") for row in evals):
-        kinds.add("out_of_family")
-    columns = [(header, cell) for header, only, cell in SUMMARY_COLUMNS if only in kinds]
+        shown.add("out_of_family")
+    columns = [(header, cell) for header, only, cell in SUMMARY_COLUMNS if only in shown]
     if vertical:
         table = Table(title=title, show_header=False)
         table.add_column(justify="left")

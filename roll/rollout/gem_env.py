@@ -12,6 +12,7 @@ import asyncio
 import re
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from roll.engine.types import SamplingParams
@@ -109,9 +110,13 @@ def check_env(config: GEMEnvConfig, seed: int) -> None:
 
 
 class GEMEnvManager:
-    def __init__(self, config: GEMEnvConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+    def __init__(
+        self, config: GEMEnvConfig, tokenizer: PreTrainedTokenizerBase, generators: Sequence[Generate] = ()
+    ) -> None:
+        """`generators`: one per engine, for `run_episode` (a rollout worker's); `play` takes its own."""
         self.config = config
         self.tokenizer = tokenizer
+        self.generators = list(generators)
         self.stop_token_ids = chat_stop_token_ids(tokenizer)
         self.format_pattern = re.compile(config.format_pattern) if config.format_pattern else None
         # GEM seeds Python's and numpy's global generators in reset(): resets must not interleave.
@@ -142,8 +147,13 @@ class GEMEnvManager:
         )
 
     async def run_episode(
-        self, task: EpisodeTask, generate: Generate, sampling: SamplingConfig
-    ) -> Trajectory:
+        self, task: EpisodeTask, engine: int, sampling: SamplingConfig
+    ) -> tuple[Trajectory, Trajectory | None]:
+        """The env manager protocol (roll.rollout.env_kind): one episode on engine `engine`; a GEM env has
+        no imitation fallback."""
+        return await self.play(task, self.generators[engine], sampling), None
+
+    async def play(self, task: EpisodeTask, generate: Generate, sampling: SamplingConfig) -> Trajectory:
         """Play one episode to its end or its limits; the trajectory's metadata holds its statistics."""
         started = time.perf_counter()
         env, observation = await asyncio.to_thread(self._make_and_reset, task.seed)

@@ -1,10 +1,11 @@
 """A rollout worker: plays many episodes at once, each on its own, and hands them to the sample buffer.
 
 Runs as an async Ray actor. `run()` keeps `episodes_in_flight` episodes going: each takes a task from the
-buffer, plays it with the env manager (GEM: generate on an engine actor and env step in a thread, turn by
-turn; terminal: an iflow agent in a ROCK sandbox whose model calls go through a proxy to the engine), and
-returns its trajectory, so generation, env interaction and reward are pipelined per episode with no batch
-barrier. An episode that fails for infrastructure reasons goes back to the buffer to be sampled again.
+buffer, plays it with the env manager of its env kind (roll.rollout.envs; GEM: generate on an engine actor
+and env step in a thread, turn by turn; terminal: an iflow agent in a ROCK sandbox whose model calls go
+through a proxy to the engine), and returns its trajectory, so generation, env interaction and reward are
+pipelined per episode with no batch barrier. An episode that fails for infrastructure reasons goes back to
+the buffer to be sampled again.
 """
 
 from __future__ import annotations
@@ -12,28 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from roll.rollout.config import GEMEnvConfig, SamplingConfig
+from roll.rollout.config import SamplingConfig
 from roll.rollout.engine_front import EngineFront
+from roll.rollout.envs import EnvConfig, env_kind
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.routing import EngineRouter
-from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.types import Trajectory
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TerminalServices:
-    """What terminal episodes share across workers: the fleet, the start-point scheduler, the sandbox
-    ledger (Ray actor handles), and the name the model is served under."""
-
-    admin_url: str
-    start_points: Any
-    ledger: Any
-    model_id: str
 
 
 class RolloutWorker:
@@ -41,41 +30,20 @@ class RolloutWorker:
         self,
         worker_id: str,
         model_path: str,
-        env: GEMEnvConfig | TerminalEnvConfig,
+        env: EnvConfig,
         sampling: SamplingConfig,
         episodes_in_flight: int,
         engines: list[Any],
         buffer: Any,
-        terminal: TerminalServices | None = None,
+        services: Any = None,
     ) -> None:
+        """`services`: what the env kind's run shares across workers (its `EnvRun.services`)."""
         from transformers import AutoTokenizer
 
         self.worker_id = worker_id
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.fronts = [EngineFront(engine, f"{worker_id}-e{index}") for index, engine in enumerate(engines)]
-        self.gem = None
-        self.terminal = None
-        if isinstance(env, TerminalEnvConfig):
-            from roll.rollout.terminal.manager import TerminalEnvManager
-
-            if terminal is None:
-                raise ValueError("a terminal env needs its TerminalServices (fleet, scheduler, ledger)")
-            self.terminal = TerminalEnvManager(
-                env,
-                tokenizer,
-                terminal.model_id,
-                self.fronts,
-                terminal.admin_url,
-                terminal.start_points,
-                terminal.ledger,
-                worker_id,
-            )
-        else:
-            import gem  # noqa: F401  (imported once here, not inside the first episode)
-
-            from roll.rollout.gem_env import GEMEnvManager
-
-            self.gem = GEMEnvManager(env, tokenizer)
+        self.manager = env_kind(env.type).make_manager(env, tokenizer, self.fronts, services, worker_id)
         self.sampling = sampling
         self.episodes_in_flight = episodes_in_flight
         self.router = EngineRouter(len(engines))
@@ -99,12 +67,7 @@ class RolloutWorker:
         imitation fallback a failed terminal training episode brings for its group (else None)."""
         engine_index = self.router.acquire()
         try:
-            if self.terminal is not None:
-                trajectory, fallback = await self.terminal.run_episode(task, engine_index, sampling)
-            else:
-                assert self.gem is not None
-                generate = self.fronts[engine_index].generate_ids
-                trajectory, fallback = await self.gem.run_episode(task, generate, sampling), None
+            trajectory, fallback = await self.manager.run_episode(task, engine_index, sampling)
         finally:
             self.router.release(engine_index)
         trajectory.metadata["engine"] = engine_index

@@ -51,7 +51,7 @@ def oracle_turns(task_dir: Path) -> tuple[list[Turn], list[tuple[int, Turn]], st
             (m["before"], Turn(m["command"], m["description"], True)) for m in spec.get("mistakes", [])
         ]
         return steps, mistakes, spec.get("final_message") or FINAL_MESSAGE
-    from roll.rollout.terminal.expert import split_statements
+    from roll.rollout.terminal.resampling.expert import split_statements
 
     for name in ("solve.sh", "solution.sh"):
         script = task_dir / "solution" / name

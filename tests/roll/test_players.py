@@ -97,9 +97,7 @@ async def test_sft_tokens_equal_the_env_managers_rollout_tokens(tiny_moe: Loaded
     sft = to_trajectory(SFTExample(messages=episode.messages), tiny_moe.tokenizer)
     answers = [m["content"] for m in episode.messages if m["role"] == "assistant"]
     manager = GEMEnvManager(EASY, tiny_moe.tokenizer)
-    rollout = await manager.run_episode(
-        EpisodeTask("g", seed), ReplayPolicy(tiny_moe, answers), SamplingConfig()
-    )
+    rollout = await manager.play(EpisodeTask("g", seed), ReplayPolicy(tiny_moe, answers), SamplingConfig())
     assert rollout.metadata["success"] and rollout.metadata["format_errors"] == 0
     assert len(sft.chunks) == len(rollout.chunks) == len(answers)
     for learned, played in zip(sft.chunks, rollout.chunks, strict=True):

@@ -26,7 +26,7 @@ GAME = GEMEnvConfig(env_id="game:GuessTheNumber-v0-easy", max_turns=6, format_pa
 async def test_binary_search_wins_and_every_context_extends_the_previous_one(tiny_moe: LoadedModel) -> None:
     manager = GEMEnvManager(GAME, tiny_moe.tokenizer)
     policy = ScriptedBinarySearch(tiny_moe.tokenizer)
-    trajectory = await manager.run_episode(EpisodeTask("g0", seed=5), policy, SamplingConfig())
+    trajectory = await manager.play(EpisodeTask("g0", seed=5), policy, SamplingConfig())
     meta = trajectory.metadata
     assert meta["success"] and meta["end"] == "terminated" and trajectory.reward == 1.0
     assert meta["format_errors"] == 0 and 1 <= meta["turns"] <= 4
@@ -47,7 +47,7 @@ async def test_binary_search_wins_and_every_context_extends_the_previous_one(tin
 
 async def test_format_errors_are_recorded_and_rewarded_by_the_env(tiny_moe: LoadedModel) -> None:
     manager = GEMEnvManager(GAME, tiny_moe.tokenizer)
-    trajectory = await manager.run_episode(
+    trajectory = await manager.play(
         EpisodeTask("g0", seed=5), ScriptedBinarySearch(tiny_moe.tokenizer, {0}), SamplingConfig()
     )
     assert trajectory.metadata["format_errors"] == 1
@@ -60,7 +60,7 @@ async def test_episode_limits_stop_long_games(tiny_moe: LoadedModel) -> None:
     manager = GEMEnvManager(
         config.model_copy(update={"env_id": "game:GuessTheNumber-v0-hard"}), tiny_moe.tokenizer
     )
-    trajectory = await manager.run_episode(
+    trajectory = await manager.play(
         EpisodeTask("g0", seed=1), ScriptedBinarySearch(tiny_moe.tokenizer), SamplingConfig()
     )
     assert trajectory.metadata["turns"] == 2 and trajectory.metadata["end"] == "max_turns"
@@ -85,9 +85,9 @@ async def test_real_engine_episode_records_engine_tokens_and_logprobs(tiny_moe: 
             return result
 
         sampling = SamplingConfig(max_new_tokens=6, temperature=1.0)
-        first = await manager.run_episode(EpisodeTask("g0", seed=3, index=0), generate, sampling)
-        again = await manager.run_episode(EpisodeTask("g0", seed=3, index=0), generate, sampling)
-        other = await manager.run_episode(EpisodeTask("g0", seed=3, index=1), generate, sampling)
+        first = await manager.play(EpisodeTask("g0", seed=3, index=0), generate, sampling)
+        again = await manager.play(EpisodeTask("g0", seed=3, index=0), generate, sampling)
+        other = await manager.play(EpisodeTask("g0", seed=3, index=1), generate, sampling)
     finally:
         await engine.shutdown()
     chunk = first.chunks[0]
@@ -136,7 +136,7 @@ async def test_terminal_task_through_rock_is_played_with_bash_actions(
             request = GenerateRequest(request_id="r", prompt_token_ids=prompt_ids, params=params)
             return await engine.generate(request)
 
-        return await manager.run_episode(EpisodeTask("g0", 0), generate, SamplingConfig(max_new_tokens=512))
+        return await manager.play(EpisodeTask("g0", 0), generate, SamplingConfig(max_new_tokens=512))
 
     solved = await play([solution, "finish"])
     assert (solved.reward, solved.metadata["success"], solved.metadata["turns"]) == (1.0, True, 2)
@@ -157,7 +157,7 @@ async def test_other_gem_envs_give_the_envs_own_rewards(tiny_moe: LoadedModel, e
 
     answer = "\\boxed{12}"
     config = GEMEnvConfig(env_id=env_id, max_turns=3)
-    trajectory = await GEMEnvManager(config, tiny_moe.tokenizer).run_episode(
+    trajectory = await GEMEnvManager(config, tiny_moe.tokenizer).play(
         EpisodeTask("g0", seed=3), ScriptedConstant(tiny_moe.tokenizer, answer), SamplingConfig()
     )
     env = gem.make(env_id)

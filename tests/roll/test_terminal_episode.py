@@ -21,8 +21,8 @@ from rock.proxy.server import ProxyThread
 from roll.rollout.terminal.agent import CONTINUE_PROMPT
 from roll.rollout.terminal.config import AgentConfig
 from roll.rollout.terminal.episode import AgentEpisode, play_episode
-from roll.rollout.terminal.expert import ExpertStep, oracle_expert
-from roll.rollout.terminal.imitation import expert_from_record
+from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert
+from roll.rollout.terminal.resampling.imitation import expert_from_record
 from roll.testing import ScriptedEngine
 from roll.types import Trajectory
 from rome.terminal_tasks.rock_sandbox import RockProvider

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from rock.proxy.types import EpisodeRecord, RecordedChunk
-from roll.rollout.terminal.expert import FINAL_MESSAGE, ExpertStep
-from roll.rollout.terminal.expert_book import ORACLE, ExpertBook, policy_steps
-from roll.rollout.terminal.resampling import SequentialRollback
+from roll.rollout.terminal.resampling.expert import FINAL_MESSAGE, ExpertStep
+from roll.rollout.terminal.resampling.expert_book import ORACLE, ExpertBook, policy_steps
+from roll.rollout.terminal.resampling.rollback import SequentialRollback
 from roll.types import Chunk
 
 ORACLE_STEPS = [ExpertStep("mkdir out"), ExpertStep("make > out/log"), ExpertStep(None, "Built.")]

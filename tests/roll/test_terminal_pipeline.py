@@ -20,7 +20,7 @@ from rich.console import Console
 
 from roll.config import validate_config
 from roll.pipeline.config import TrainConfig
-from roll.rollout.terminal.start_points import anchor_offset
+from roll.rollout.terminal.resampling.start_points import anchor_offset
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

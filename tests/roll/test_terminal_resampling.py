@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 
-from roll.rollout.terminal.expert import ExpertStep, expert_from_messages, oracle_expert, split_statements
-from roll.rollout.terminal.resampling import SequentialRollback, crucial_fork
+from roll.rollout.terminal.resampling.expert import (
+    ExpertStep,
+    expert_from_messages,
+    oracle_expert,
+    split_statements,
+)
+from roll.rollout.terminal.resampling.rollback import SequentialRollback, crucial_fork
 from rome.terminal_tasks.task import Task, load_task
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"
@@ -160,7 +165,7 @@ def test_the_ipa_terminal_config_loads_and_rejects_unknown_keys():
         load_config(TrainConfig, configs / "ipa_terminal.yaml", ["env.anchor=2"])
     with pytest.raises(ConfigError, match=r"env\.agent\.placement"):
         load_config(TrainConfig, configs / "ipa_terminal.yaml", ["env.agent.placement=cloud"])
-    with pytest.raises(ConfigError, match=r"env\.type must be 'gem'"):
+    with pytest.raises(ConfigError, match=r"env\.type must be one of 'gem', 'terminal'"):
         load_config(TrainConfig, configs / "ipa_terminal.yaml", ["env.type=terminals"])
     with pytest.raises(
         ConfigError, match=r"rollback\.window \(1\) must be at least rollback\.min_samples \(2\)"
@@ -205,7 +210,7 @@ def test_the_summary_table_shows_success_by_task_and_start_point_per_evaluation(
 
 def test_imitation_trajectory_renders_expert_chunks(tiny_moe: Any):
     from roll.models import render_chat
-    from roll.rollout.terminal.imitation import imitation_trajectory
+    from roll.rollout.terminal.resampling.imitation import imitation_trajectory
     from roll.trainer.packing import pack_trajectories
 
     call = {

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from rock.proxy.types import EpisodeRecord, RecordedChunk
-from roll.rollout.terminal.expert import ExpertStep, oracle_expert
-from roll.rollout.terminal.expert_book import ORACLE, ExpertBook
-from roll.rollout.terminal.expert_store import task_fingerprint
+from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert
+from roll.rollout.terminal.resampling.expert_book import ORACLE, ExpertBook
+from roll.rollout.terminal.resampling.expert_store import task_fingerprint
 from roll.types import Chunk
 from rome.terminal_tasks.task import Task, load_task
 

@@ -14,9 +14,14 @@ import pytest
 from rock.proxy.types import EpisodeRecord, RecordedChunk
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.evaluation import eval_fields, eval_tasks
-from roll.rollout.terminal.expert import FINAL_MESSAGE, ExpertStep, RecordedExpertsError, recorded_experts
-from roll.rollout.terminal.expert_store import ORACLE
-from roll.rollout.terminal.start_points import StartPoints, anchor_offset
+from roll.rollout.terminal.resampling.expert import (
+    FINAL_MESSAGE,
+    ExpertStep,
+    RecordedExpertsError,
+    recorded_experts,
+)
+from roll.rollout.terminal.resampling.expert_store import ORACLE
+from roll.rollout.terminal.resampling.start_points import StartPoints, anchor_offset
 from roll.types import Chunk, Trajectory
 
 SUITE = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "terminal-pro"

@@ -17,12 +17,21 @@ TARGET_HELP = "A `roll train` config (its env section: env id, system prompt, li
 
 
 def _env_config(target: str, overrides: list[str]) -> object:
+    from pydantic import BaseModel, ConfigDict, Field
+
     from roll.config import load_config
-    from roll.pipeline.config import TrainConfig
     from roll.rollout.config import GEMEnvConfig
+    from roll.rollout.envs import EnvConfig, default_env_config
+
+    class EnvSection(BaseModel):
+        """The `env` section of a `roll train` config; its other sections are the trainer's, not read here
+        (roll.rollout does not import the pipeline's TrainConfig)."""
+
+        model_config = ConfigDict(extra="ignore")
+        env: EnvConfig = Field(default_factory=default_env_config)
 
     if target.endswith((".yaml", ".yml")):
-        return load_config(TrainConfig, target, overrides).env
+        return load_config(EnvSection, target, overrides).env
     return load_config(GEMEnvConfig, None, [f"env_id={target}", *overrides])
 
 

@@ -55,7 +55,7 @@ async def evaluate_model(
     await engine.start()
     try:
         trajectories = await asyncio.gather(
-            *(manager.run_episode(EpisodeTask(f"eval{seed}", seed), generate, sampling) for seed in seeds)
+            *(manager.play(EpisodeTask(f"eval{seed}", seed), generate, sampling) for seed in seeds)
         )
     finally:
         await engine.shutdown()

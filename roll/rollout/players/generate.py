@@ -1,6 +1,6 @@
 """Scripted players' episodes on the real GEM env, as chat conversations in the env manager's message layout.
 
-The layout is the one `GEMEnvManager.run_episode` feeds the policy: the env config's system prompt (if
+The layout is the one `GEMEnvManager.play` feeds the policy: the env config's system prompt (if
 any), the first observation as a user message, then per turn the action as an assistant message and the
 next observation as a user message. The conversation ends with the last action, so SFT learns every
 action from exactly the context the policy sees during rollout (tests compare the token ids).

@@ -1,9 +1,9 @@
 """The iflow agent for agent-native rollouts: host side, tools in the task's ROCK sandbox, and optionally a
 prefix of expert steps already taken (initialized resampling).
 
-With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.terminal.prefill`: through iflow's
-own shell tool in the agent's session, their messages after the instruction) and the policy is asked to
-continue (`CONTINUE_PROMPT`).
+With `start = k > 0`, the first k expert steps are replayed (`roll.rollout.terminal.resampling.prefill`:
+through iflow's own shell tool in the agent's session, their messages after the instruction) and the policy
+is asked to continue (`CONTINUE_PROMPT`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from iflow.agent import TerminationReason
 from iflow.agent.on_sandbox import sandbox_agent
 from iflow.types import PromptProfile
-from roll.rollout.terminal.expert import ExpertStep
-from roll.rollout.terminal.prefill import CONTINUE_PROMPT, prefilled_history
+from roll.rollout.terminal.resampling.expert import ExpertStep
+from roll.rollout.terminal.resampling.prefill import CONTINUE_PROMPT, prefilled_history
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
 

@@ -18,8 +18,8 @@ from rock.proxy.client import ProxyClient
 from rock.proxy.types import EpisodeRecord
 from roll.rollout.terminal.agent import AgentOutcome, ResampledIflowAgent, expert_messages
 from roll.rollout.terminal.config import AgentConfig
-from roll.rollout.terminal.expert import ExpertStep
 from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
+from roll.rollout.terminal.resampling.expert import ExpertStep
 from rome.terminal_tasks.images import TaskImageError, ensure_image
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.sandbox import SandboxError

@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from roll.rollout.episode import EpisodeTask
-from roll.rollout.terminal.resampling import crucial_fork
+from roll.rollout.terminal.resampling.rollback import crucial_fork
 from roll.types import Trajectory
 
 

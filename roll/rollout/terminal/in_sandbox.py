@@ -7,9 +7,9 @@ rocklet (the host's, with its loader and libraries), and the agent bundle (iflow
 installed on the host once with `pip install --target`, pinned to the host's versions, cached under
 `~/.cache/ale/`) is uploaded to the sandbox and put on PYTHONPATH.
 
-With an expert prefix, `roll/rollout/terminal/prefill.py` (iflow-only) is uploaded too and run instead of the
-CLI: it replays the expert's commands in the sandbox through iflow's shell tool and lets iflow continue from
-that history, exactly as the host-side agent does.
+With an expert prefix, `roll/rollout/terminal/resampling/prefill.py` (iflow-only) is uploaded too and run
+instead of the CLI: it replays the expert's commands in the sandbox through iflow's shell tool and lets iflow
+continue from that history, exactly as the host-side agent does.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class InSandboxIflowAgent:
             port = box.forward(0)
             base_url = f"http://127.0.0.1:{port}/v1"
             if self.prefix:
-                from roll.rollout.terminal import prefill
+                from roll.rollout.terminal.resampling import prefill
 
                 spec = {
                     "base_url": base_url,

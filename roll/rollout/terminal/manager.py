@@ -3,10 +3,9 @@
 An episode: the task's sandbox on the ROCK fleet, the iflow agent working on it (in the worker with the ROCK
 executor, or inside the sandbox), every model call through a train-mode proxy to the episode's engine
 (sticky routing, as GEM episodes), the task's tests as reward. The proxy's chunks (exact context and output
-ids, logprobs, weight version) become the trajectory. Training episodes start where the start-point
-scheduler says (initialized resampling) and report back to it; evaluation episodes start at a fixed point
-of the task's oracle expert. A training episode that failed may bring the imitation fallback for its group:
-the expert's step at the group's start, in the context the policy had there.
+ids, logprobs, weight version) become the trajectory. Where an episode starts and what a failed training
+episode leaves to imitate is initialized resampling's, through its one entry point
+(`roll.rollout.terminal.resampling.scheduler.StartScheduler`).
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from roll.rollout.config import SamplingConfig
 from roll.rollout.episode import EpisodeError, EpisodeTask
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.episode import AgentEpisode, play_episode
-from roll.rollout.terminal.expert import ExpertStep
-from roll.rollout.terminal.imitation import imitation_fallback
+from roll.rollout.terminal.resampling.expert import ExpertStep
+from roll.rollout.terminal.resampling.scheduler import StartScheduler
 from roll.rollout.terminal.sandboxes import LedgerProvider
 from roll.rollout.terminal.serving import AgentEndpoints, ServedTokenizer
 from roll.rollout.terminal.tasks import load_terminal_tasks, oracle_experts
@@ -51,10 +50,10 @@ class TerminalEnvManager:
         self.tokenizer = tokenizer
         self.tasks = load_terminal_tasks(config)
         self.held_out = load_terminal_tasks(config, held_out=True)
-        self.oracles = oracle_experts(self.tasks + self.held_out)
+        oracles = oracle_experts(self.tasks + self.held_out)
         self.endpoints = AgentEndpoints(fronts, ServedTokenizer(model_id, tokenizer), config.agent.timeout_s)
         self.provider = LedgerProvider(admin_url, ledger, worker_id)
-        self.start_points = start_points
+        self.scheduler = StartScheduler(config, start_points, oracles, tokenizer)
 
     async def run_episode(
         self, task: EpisodeTask, engine: int, sampling: SamplingConfig
@@ -66,13 +65,9 @@ class TerminalEnvManager:
         # Evaluation episodes of held-out tasks name them by their index in env.held_out_task_ids.
         tasks = self.held_out if not training and self.held_out else self.tasks
         terminal_task = tasks[task.seed % len(tasks)]
-        if training:
-            start, expert = await self.start_points.group_start.remote(task.group_id, terminal_task.id)
-        else:
-            assert task.start is not None
-            start, expert = task.start, self.oracles[terminal_task.id]
+        begun = await self.scheduler.begin(task, terminal_task.id)
         proxy_url = await asyncio.to_thread(self.endpoints.proxy_url, engine, sampling)
-        episode = await asyncio.to_thread(self._play, terminal_task, proxy_url, expert, start)
+        episode = await asyncio.to_thread(self._play, terminal_task, proxy_url, begun.expert, begun.start)
         record = episode.record
         if episode.failure_mode in INFRA_FAILURES:
             raise EpisodeError(f"{terminal_task.id}: {episode.failure_mode}: {episode.error}")
@@ -81,15 +76,8 @@ class TerminalEnvManager:
                 f"{terminal_task.id}: the agent made no model call ({episode.failure_mode}: {episode.error})"
             )
         success = episode.reward >= self.config.success_reward
-        trajectory = self._trajectory(task, terminal_task.id, start, episode, success, started)
-        fallback = None
-        if training:
-            version = record.chunks[0].chunk.weight_version
-            offered = record if success else None
-            await self.start_points.report.remote(task.group_id, success, offered, version)
-            if not success and self.config.resampling.imitation and start < len(expert):
-                group = f"{task.group_id}/expert"
-                fallback = imitation_fallback(record, expert, start, self.tokenizer, terminal_task.id, group)
+        trajectory = self._trajectory(task, terminal_task.id, begun.start, episode, success, started)
+        fallback = await self.scheduler.finish(task, terminal_task.id, begun, record, success)
         return trajectory, fallback
 
     def _play(self, task: Any, proxy_url: str, expert: list[ExpertStep], start: int) -> AgentEpisode:

@@ -1,4 +1,5 @@
-"""The driver's side of a terminal env: the ROCK fleet, the start-point scheduler and the sandbox ledger.
+"""The driver's side of a terminal env (its `EnvRun`): the ROCK fleet, the start-point scheduler and the
+sandbox ledger.
 
 The fleet is a private local one (`rock admin serve` in a process of its own, stopped with every sandbox
 it made when the run ends or its driver dies) unless env.rock.admin_url names a running admin.
@@ -7,26 +8,41 @@ it made when the run ends or its driver dies) unless env.rock.admin_url names a 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import ray
 
+from roll.rollout.episode import EpisodeTask
 from roll.rollout.terminal.config import TerminalEnvConfig
+from roll.rollout.terminal.evaluation import eval_tasks, held_out_tasks
+from roll.rollout.terminal.resampling.start_points import StartPoints
 from roll.rollout.terminal.sandboxes import SandboxLedger, delete_sandboxes
-from roll.rollout.terminal.start_points import StartPoints
 from roll.rollout.terminal.tasks import load_terminal_tasks, oracle_experts
-from roll.rollout.worker import TerminalServices
 
 if TYPE_CHECKING:
-    from roll.pipeline.config import TrainConfig
+    from roll.rollout.env_kind import RunSettings
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class TerminalServices:
+    """What terminal episodes share across workers: the fleet, the start-point scheduler, the sandbox
+    ledger (Ray actor handles), and the name the model is served under."""
+
+    admin_url: str
+    start_points: Any
+    ledger: Any
+    model_id: str
+
+
 class TerminalRun:
-    def __init__(self, config: TrainConfig, start_points: dict[str, Any] | None) -> None:
-        assert isinstance(config.env, TerminalEnvConfig)
-        env = config.env
+    def __init__(self, config: RunSettings, start_points: dict[str, Any] | None) -> None:
+        """`start_points`: the scheduler's state at the checkpoint a resumed run continues from (None: a
+        fresh run)."""
+        env: TerminalEnvConfig = config.env
+        self.env = env
         self.fleet = None
         admin_url = env.rock.admin_url
         if admin_url is None:
@@ -61,8 +77,16 @@ class TerminalRun:
             log.warning("rollout worker %s left %d sandboxes; %d deleted", worker_id, len(held), deleted)
         return deleted
 
+    def eval_tasks(self, episodes: int, seed_offset: int) -> list[EpisodeTask]:
+        """The held-out tasks from scratch when the run has any, else every start point of every train task
+        (`seed_offset` is 0: TrainConfig refuses another for a terminal env)."""
+        if self.env.held_out_task_ids:
+            return held_out_tasks(self.env.held_out_task_ids, episodes)
+        return eval_tasks(self.oracle_lengths, episodes)
+
     def state(self) -> dict[str, Any]:
-        return ray.get(self.start_points.state.remote())
+        """The checkpoint's part of the run: the start-point scheduler's state."""
+        return {"start_points": ray.get(self.start_points.state.remote())}
 
     def metrics(self) -> dict[str, float]:
         return ray.get(self.start_points.metrics.remote())

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from roll.engine.protocol import EngineError
 from roll.engine.types import GenerateRequest, GenerateResult
-from roll.rollout.terminal.expert import FINAL_MESSAGE, SHELL_TOOL, ExpertStep, oracle_expert
+from roll.rollout.terminal.resampling.expert import FINAL_MESSAGE, SHELL_TOOL, ExpertStep, oracle_expert
 from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
 from roll.testing import ScriptedEngine
 

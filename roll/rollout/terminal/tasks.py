@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.expert import ExpertStep, oracle_expert, recorded_experts
+from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert, recorded_experts
 from rome.terminal_tasks.task import Task, load_task
 
 

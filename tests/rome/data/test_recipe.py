@@ -11,7 +11,7 @@ import pytest
 
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.data_stage import DataStageError
-from roll.rollout.terminal.expert import recorded_experts
+from roll.rollout.terminal.resampling.expert import recorded_experts
 from rome.bench.runner import sandbox_provider
 from rome.data import recipe
 

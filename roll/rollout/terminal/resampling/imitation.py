@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rock.proxy.types import EpisodeRecord
 from roll.models.chat import chat_stop_token_ids, render_chat
 from roll.models.tool_calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from roll.rollout.terminal.expert import ExpertStep, expert_from_messages
+from roll.rollout.terminal.resampling.expert import ExpertStep, expert_from_messages
 from roll.types import Chunk, Trajectory
 
 if TYPE_CHECKING:

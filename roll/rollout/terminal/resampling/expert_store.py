@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roll.rollout.terminal.expert import ExpertStep
+from roll.rollout.terminal.resampling.expert import ExpertStep
 
 ORACLE = "oracle"
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from iflow.types import TOOL_ERROR_PREFIX
 from rock.proxy.types import EpisodeRecord
-from roll.rollout.terminal.expert import FINAL_MESSAGE, SHELL_TOOL, ExpertStep
-from roll.rollout.terminal.expert_store import (
+from roll.rollout.terminal.resampling.expert import FINAL_MESSAGE, SHELL_TOOL, ExpertStep
+from roll.rollout.terminal.resampling.expert_store import (
     ORACLE,
     ExpertStart,
     SavedExpertError,

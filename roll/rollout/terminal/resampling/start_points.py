@@ -22,10 +22,10 @@ from typing import Any
 
 from rock.proxy.types import EpisodeRecord
 from roll.rollout.terminal.config import TerminalEnvConfig
-from roll.rollout.terminal.expert import ExpertStep, oracle_expert, recorded_experts
-from roll.rollout.terminal.expert_book import ExpertBook
-from roll.rollout.terminal.expert_store import TaskExpert, task_fingerprint
-from roll.rollout.terminal.resampling import SequentialRollback, StartStats
+from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert, recorded_experts
+from roll.rollout.terminal.resampling.expert_book import ExpertBook
+from roll.rollout.terminal.resampling.expert_store import TaskExpert, task_fingerprint
+from roll.rollout.terminal.resampling.rollback import SequentialRollback, StartStats
 from roll.rollout.terminal.tasks import load_terminal_tasks
 
 
