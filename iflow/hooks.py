@@ -34,7 +34,7 @@ OUTPUT_LIMIT_CHARS = 10_000
 class HookCommand(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["command"] = "command"
+    type: Literal["command"] = Field("command", description="hook kind: command (the only one)")
     command: str = Field(min_length=1, description="shell command, run with /bin/sh -c")
     timeout: float = Field(60.0, gt=0, description="seconds before the command is killed")
 
@@ -43,7 +43,7 @@ class HookMatcher(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     matcher: str = Field("", description="tool name or regex (whole name); empty or * matches all tools")
-    hooks: list[HookCommand]
+    hooks: list[HookCommand] = Field(description="commands run, in order, for a matching tool")
 
     @field_validator("matcher")
     @classmethod

@@ -61,14 +61,16 @@ class LLMConfig(BaseModel):
     api_key: str | None = Field(default=None, description="Bearer token; None sends no Authorization")
     model: str = Field(description="Model name sent in each request")
     timeout_s: float = Field(default=300.0, gt=0, description="Read timeout for one response")
-    connect_timeout_s: float = Field(default=10.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0, description="Seconds to open a connection")
     max_retries: int = Field(default=4, ge=0, description="Retries on 429/5xx and connection errors")
     backoff_s: float = Field(default=1.0, ge=0, description="First retry delay; doubles each retry")
     tool_format: Literal["native", "text"] = Field(
         default="native", description="native: OpenAI tool_calls; text: <tool_call> blocks in the content"
     )
-    temperature: float | None = None
-    max_output_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, description="Sampling temperature; None: the server's")
+    max_output_tokens: int | None = Field(
+        default=None, gt=0, description="Cap on each reply's tokens (max_tokens); None: the server's"
+    )
 
 
 @dataclass

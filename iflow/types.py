@@ -41,6 +41,7 @@ def tool_result_failed(content: str | None) -> bool:
     codes = EXIT_CODE_PATTERN.findall(content)
     return bool(codes) and codes[-1] != "0"
 
+
 REMINDER_CLOSE = "</system-reminder>"
 
 
@@ -162,16 +163,24 @@ class ContextConfig(BaseModel):
         10, ge=2, alias="chunkRepeats", description="repeats of one chunk in a reply that count as a loop"
     )
     read_only_tools: tuple[str, ...] = Field(
-        ("read_file", "list_directory", "glob", "search_file_content", "todo_read"), alias="readOnlyTools"
+        ("read_file", "list_directory", "glob", "search_file_content", "todo_read"),
+        alias="readOnlyTools",
+        description="tools that change nothing: the light pass drops an earlier identical call, result too",
     )
-    write_tools: tuple[str, ...] = Field(("write_file", "replace", "multi_edit"), alias="writeTools")
+    write_tools: tuple[str, ...] = Field(
+        ("write_file", "replace", "multi_edit"),
+        alias="writeTools",
+        description="tools that write a file: the light pass shortens the arguments of their older calls",
+    )
     file_tools: tuple[str, ...] = Field(
         ("read_file", "write_file", "replace", "multi_edit"),
         alias="fileTools",
         description="tools whose file argument makes a file 'recently touched' (re-attached after a summary)",
     )
     path_argument_keys: tuple[str, ...] = Field(
-        ("file_path", "path", "absolute_path"), alias="pathArgumentKeys"
+        ("file_path", "path", "absolute_path"),
+        alias="pathArgumentKeys",
+        description="argument names a file tool gives its file in, first match wins",
     )
 
     @model_validator(mode="after")

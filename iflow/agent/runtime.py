@@ -32,10 +32,16 @@ class AgentConfig(BaseModel):
     max_turns: int = Field(default=100, ge=1, description="LLM calls per run (one user prompt)")
     max_tokens: int | None = Field(default=None, ge=1, description="prompt + completion tokens per run")
     max_time_s: float | None = Field(default=None, ge=0, description="wall time per run, seconds")
-    approval_mode: ApprovalMode = ApprovalMode.DEFAULT
+    approval_mode: ApprovalMode = Field(
+        default=ApprovalMode.DEFAULT,
+        description="default asks before shell and writes; auto-edit allows writes; yolo allows all; plan is "
+        "read-only",
+    )
     shell_timeout_s: float = Field(default=120.0, gt=0, description="default run_shell_command timeout")
     subagent_max_turns: int = Field(default=25, ge=1, description="LLM calls a task sub-agent may make")
-    context: ContextConfig = Field(default_factory=ContextConfig)
+    context: ContextConfig = Field(
+        default_factory=ContextConfig, description="context-engineering thresholds"
+    )
 
 
 @dataclass

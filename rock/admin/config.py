@@ -18,11 +18,17 @@ class KeyPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str
-    key: str = Field(min_length=16, repr=False)
-    max_sandboxes: int | None = Field(None, ge=0)
-    max_cpus: float | None = Field(None, ge=0)
-    max_memory: str | None = None
+    name: str = Field(description="Who holds the key (shown in logs and metrics, never the key itself).")
+    key: str = Field(min_length=16, repr=False, description="The API key, 16 characters or more.")
+    max_sandboxes: int | None = Field(
+        None, ge=0, description="Sandboxes it may hold at once; null: no limit."
+    )
+    max_cpus: float | None = Field(
+        None, ge=0, description="CPUs its sandboxes may ask for in all; null: no limit."
+    )
+    max_memory: str | None = Field(
+        None, description="Memory its sandboxes may ask for in all, e.g. 64g; null: no limit."
+    )
 
     @field_validator("max_memory")
     @classmethod
@@ -38,18 +44,19 @@ class SpecLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    build_contexts: list[Path] = Field(default_factory=list)
-    """Folders (on the workers' hosts) a create's `build_context` may name, or name a folder inside; empty:
-    no create may build. Only folders the operator controls: one a tenant can write (a sandbox's socket
-    folder, say) would let it run any build it likes."""
-
-    max_cpus: float = 8.0
-    max_memory: str = "16g"
-    max_disk: str = "100g"
-    max_pids: int = 4096
-    max_ttl: float = 7 * 24 * 3600.0
-    max_idle_timeout: float = 24 * 3600.0
-    max_start_timeout: float = 600.0
+    build_contexts: list[Path] = Field(
+        default_factory=list,
+        description="Folders (on the workers' hosts) a create's `build_context` may name, or name a folder "
+        "inside; empty: no create may build. Only folders the operator controls: one a tenant can write (a "
+        "sandbox's socket folder, say) would let it run any build it likes.",
+    )
+    max_cpus: float = Field(8.0, description="Most CPUs one sandbox may ask for.")
+    max_memory: str = Field("16g", description="Most memory one sandbox may ask for (a size: 512m, 16g).")
+    max_disk: str = Field("100g", description="Most disk one sandbox may ask for (a size: 10g).")
+    max_pids: int = Field(4096, description="Most processes one sandbox may ask for.")
+    max_ttl: float = Field(7 * 24 * 3600.0, description="Longest lifetime one sandbox may ask for, seconds.")
+    max_idle_timeout: float = Field(24 * 3600.0, description="Longest idle timeout one may ask for, seconds.")
+    max_start_timeout: float = Field(600.0, description="Longest start timeout one may ask for, seconds.")
 
     def check(self, spec: SandboxSpec) -> None:
         """Raise BadRequest (422) naming the first limit `spec` goes over, or a build_context outside
@@ -96,33 +103,65 @@ class SpecLimits(BaseModel):
 class AdminConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    host: str = "127.0.0.1"
-    port: int = 8080
-    control_port: int = Field(0, ge=0, le=65535)
-    """The control listener's port (worker heartbeats and /health, rock.admin.control); 0 picks a free one,
-    which workers learn from their heartbeat replies."""
-    state_dir: Path = Field(default_factory=default_state_dir)
-    database_url: str | None = None
-    """SQLAlchemy URL; default sqlite:///STATE_DIR/admin.db. PostgreSQL: postgresql+psycopg://..."""
-    api_keys: list[KeyPolicy] = Field(default_factory=list)
-    """Required when binding a non-loopback address; when any is set, every request needs one."""
-    worker_token: SecretStr | None = Field(None, min_length=16)
-    """The credential workers heartbeat with and the admin calls them with; never an API key. None: one is
-    made once and kept in STATE_DIR/worker.token (owner-only), where workers on this host read it."""
-    limits: SpecLimits = Field(default_factory=SpecLimits)
-    warm: dict[str, int] = Field(default_factory=dict)
-    """Warm pools: image -> how many started sandboxes of it (default spec) the admin keeps ready
-    (rock.admin.warm); a create of exactly that spec takes one instead of starting a container."""
-    max_waiting: int = Field(256, ge=0)
-    """Creates that may wait for room at once; one more is refused with 429 at once."""
-    heartbeat_timeout: float = Field(15.0, gt=0)
-    """A worker silent this long is lost, and so are its sandboxes."""
-    startup_grace: float = Field(60.0, gt=0)
-    """After the admin starts, how long a worker it has not heard from yet may take to come back (a worker
-    rebuilding its runtime needs a while) before that worker's sandboxes are lost."""
-    reap_interval: float = Field(1.0, gt=0)
-    local_worker: WorkerConfig | None = None
-    """The worker `rock admin serve` runs in its own process (None: `--no-local-worker`)."""
+    host: str = Field("127.0.0.1", description="Address to bind; anything but 127.0.0.1 needs an API key.")
+    port: int = Field(8080, description="Port of the admin API.")
+    control_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="The control listener's port (worker heartbeats and /health, rock.admin.control); 0 "
+        "picks a free one, which workers learn from their heartbeat replies.",
+    )
+    state_dir: Path = Field(
+        default_factory=default_state_dir, description="State folder (default $ROCK_HOME or ~/.rock)."
+    )
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of the store; null: sqlite:///STATE_DIR/admin.db. PostgreSQL: "
+        "postgresql+psycopg://USER:PASSWORD@HOST/DB.",
+    )
+    api_keys: list[KeyPolicy] = Field(
+        default_factory=list,
+        description="API keys and their quotas. Required when binding a non-loopback address; when any is "
+        "set, every request needs one.",
+    )
+    worker_token: SecretStr | None = Field(
+        None,
+        min_length=16,
+        description="The credential workers heartbeat with and the admin calls them with (16+ characters); "
+        "never an API key. Null: one is made once and kept in STATE_DIR/worker.token (owner-only), where "
+        "workers on this host read it.",
+    )
+    limits: SpecLimits = Field(
+        default_factory=SpecLimits, description="The largest sandbox one create may ask for."
+    )
+    warm: dict[str, int] = Field(
+        default_factory=dict,
+        description="Warm pools: image -> how many started sandboxes of it (default spec) the admin keeps "
+        "ready (rock.admin.warm); a create of exactly that spec takes one instead of starting a container.",
+    )
+    max_waiting: int = Field(
+        256, ge=0, description="Creates that may wait for room at once; one more is refused with 429 at once."
+    )
+    heartbeat_timeout: float = Field(
+        15.0, gt=0, description="Seconds before a silent worker is lost, and so are its sandboxes."
+    )
+    startup_grace: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds after the admin starts that a worker it has not heard from yet may take to come "
+        "back (a worker rebuilding its runtime needs a while) before that worker's sandboxes are lost.",
+    )
+    reap_interval: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds between reaper passes (flush activity times, drop silent workers, stop expired "
+        "and idle sandboxes).",
+    )
+    local_worker: WorkerConfig | None = Field(
+        None,
+        description="The worker `rock admin serve` runs in its own process (null: `--no-local-worker`).",
+    )
 
     @model_validator(mode="after")
     def _build_roots_are_not_sandbox_folders(self) -> AdminConfig:

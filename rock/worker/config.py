@@ -21,31 +21,49 @@ def _total_memory() -> int:
 class WorkerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    id: str = ""
-    """Stable name: a restarted worker with the same id adopts the containers it labelled before. Default:
-    the host name plus a hash of STATE_DIR (and -2, -3, ... for more workers on that folder; see
-    rock.worker.identity), so two workers or fleets on one host never share an id."""
-    admin_url: str = "http://127.0.0.1:8080"
-    host: str = "127.0.0.1"
-    port: int = 0
-    """0 picks a free port."""
-    advertise_url: str | None = None
-    """The URL the admin calls this worker on; defaults to http://HOST:PORT."""
-    token: SecretStr | None = None
-    """The fleet's worker credential (the admin's STATE_DIR/worker.token): sent with every heartbeat and
-    required of every caller, on any bind address. Never a user's API key."""
-    cpus: float = Field(default_factory=lambda: float((os.cpu_count() or 1) * 8), gt=0)
-    """CPUs to hand out. Sandbox CPU limits are caps, not reservations, so the default overcommits 8x."""
-    memory: str = Field(default_factory=lambda: f"{_total_memory() * 2 // 1024**2}m")
-    """Memory to hand out (caps too: the default overcommits 2x the host's RAM)."""
-    slots: int = Field(64, gt=0)
-    state_dir: Path = Field(default_factory=default_state_dir)
-    """Per-sandbox socket folders live under STATE_DIR/run (keep it short: unix socket paths ≤ 107 bytes)."""
-    heartbeat_interval: float = Field(2.0, gt=0)
-    pypi_cache: str | None = None
-    """host:port of the fleet's PyPI cache (devpi-server) for `packages` sandboxes; None: no such policy."""
-    apt_cache: str | None = None
-    """host:port of the fleet's apt cache (apt-cacher) for `packages` sandboxes."""
+    id: str = Field(
+        "",
+        description="Stable name: a restarted worker with the same id adopts the containers it labelled "
+        "before. Empty: the host name plus a hash of STATE_DIR (and -2, -3, ... for more workers on that "
+        "folder; see rock.worker.identity), so two workers or fleets on one host never share an id.",
+    )
+    admin_url: str = Field("http://127.0.0.1:8080", description="The admin this worker heartbeats to.")
+    host: str = Field("127.0.0.1", description="Address the worker's API binds.")
+    port: int = Field(0, description="Port of the worker's API; 0 picks a free port.")
+    advertise_url: str | None = Field(
+        None, description="The URL the admin calls this worker on; null: http://HOST:PORT."
+    )
+    token: SecretStr | None = Field(
+        None,
+        description="The fleet's worker credential (the admin's STATE_DIR/worker.token): sent with every "
+        "heartbeat and required of every caller, on any bind address. Never a user's API key.",
+    )
+    cpus: float = Field(
+        default_factory=lambda: float((os.cpu_count() or 1) * 8),
+        gt=0,
+        description="CPUs to hand out. Sandbox CPU limits are caps, not reservations, so the default "
+        "overcommits 8x the host's CPUs.",
+    )
+    memory: str = Field(
+        default_factory=lambda: f"{_total_memory() * 2 // 1024**2}m",
+        description="Memory to hand out, a size such as 16g (caps too: the default overcommits 2x the host's "
+        "RAM).",
+    )
+    slots: int = Field(64, gt=0, description="Sandboxes this worker holds at most.")
+    state_dir: Path = Field(
+        default_factory=default_state_dir,
+        description="State folder; per-sandbox socket folders live under STATE_DIR/run (keep it short: unix "
+        "socket paths are at most 107 bytes).",
+    )
+    heartbeat_interval: float = Field(2.0, gt=0, description="Seconds between heartbeats to the admin.")
+    pypi_cache: str | None = Field(
+        None,
+        description="host:port of the fleet's PyPI cache (devpi-server) for `packages` sandboxes; null: no "
+        "such policy.",
+    )
+    apt_cache: str | None = Field(
+        None, description="host:port of the fleet's apt cache (apt-cacher) for `packages` sandboxes."
+    )
 
     @field_validator("memory")
     @classmethod
