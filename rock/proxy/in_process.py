@@ -9,6 +9,7 @@ still the adversary, so every call is checked as a call through HTTP is.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from rock.proxy.episodes import DEFAULT_MAX_CHUNKS, EpisodeStore
@@ -53,6 +54,10 @@ class InProcessProxy:
     async def chat(self, episode_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """The whole answer (`chat.completion`, without ROLL's token fields) to an OpenAI chat request of the
         episode; a call that does not continue it, or one past its cap, is refused and counted."""
+        # What crosses here is copied, as JSON over HTTP would be: the episode keeps what the agent sent, and
+        # the agent's later changes to its own lists (it appends to its history) must not rewrite that.
+        body = copy.deepcopy(body)
         check_messages(body)
         episode = self.store.get(episode_id)
-        return await self.train.complete({k: v for k, v in body.items() if k != "stream"}, episode)
+        answer = await self.train.complete({k: v for k, v in body.items() if k != "stream"}, episode)
+        return copy.deepcopy(answer)

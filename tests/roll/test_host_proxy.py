@@ -158,6 +158,24 @@ def test_the_chunk_cap_holds_in_process(scripted: tuple[ScriptedEngine, HostProx
     assert len(record.chunks) == 1 and record.refusals == {"chunk_cap": 1}
 
 
+def test_the_agent_growing_its_history_in_place_does_not_rewrite_the_episode(
+    scripted: tuple[ScriptedEngine, HostProxy],
+) -> None:
+    """The agent appends to the very list it sent: the proxy keeps its own copy, as over HTTP, so the next
+    call continues the episode (a second chunk) instead of looking like a retry of the first."""
+    engine, proxy = scripted
+    engine.push("One.", "Two.")
+    episode_id = proxy.open_episode()
+    endpoint = proxy.endpoint(episode_id)
+    history = ask("Count.")["messages"]
+    answer = endpoint.chat({"model": "policy", "messages": history}, 30)
+    history += [answer["choices"][0]["message"], {"role": "user", "content": "More."}]
+    endpoint.chat({"model": "policy", "messages": history}, 30)
+    record = proxy.end_episode(episode_id)
+
+    assert [len(call.messages) for call in record.chunks] == [2, 4] and record.refused_calls == 0
+
+
 def test_a_call_past_its_time_is_aborted_in_the_engine_and_not_recorded(
     scripted: tuple[ScriptedEngine, HostProxy],
 ) -> None:

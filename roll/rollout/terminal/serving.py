@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from iflow.llm import EndpointError
 from rock.proxy.errors import ProxyError
@@ -154,6 +154,19 @@ class AgentEndpoints:
                     temperature=sampling.temperature,
                 )
             return HostProxy(self._in_process[key], loop)
+
+    def for_placement(
+        self,
+        placement: Literal["host", "sandbox"],
+        engine: int,
+        sampling: SamplingConfig,
+        loop: asyncio.AbstractEventLoop,
+    ) -> HostProxy | str:
+        """The proxy of an episode on `engine`: in this process for an agent on the host, the URL of the proxy
+        server for an agent in the sandbox (blocking the first time: call from a thread)."""
+        if placement == "host":
+            return self.host_proxy(engine, sampling, loop)
+        return self.proxy_url(engine, sampling)
 
     def proxy_url(self, engine: int, sampling: SamplingConfig) -> str:
         """The proxy server recording calls to `engine` sampled as `sampling` (started on first use)."""
