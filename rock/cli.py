@@ -1,5 +1,7 @@
 """`rock`: the sandbox fleet's command line. Sub-commands import their heavy dependencies lazily."""
 
+from pathlib import Path
+
 import typer
 
 from rock.admin.cli import app as admin_app
@@ -20,6 +22,20 @@ app.add_typer(
 )
 app.add_typer(packages_app, name="packages", help="The package cache: seed it while online.")
 app.add_typer(proxy_app, name="proxy", help="The model proxy: agents' model endpoint, recording every call.")
+
+
+@app.command()
+def fleet(
+    parent_pid: int = typer.Option(..., help="Stop (and remove everything) when this process is gone."),
+    ready: Path = typer.Option(..., help="File the admin's URL is written to once its worker is up."),
+    slots: int | None = typer.Option(None, help="Sandboxes the local worker holds at most."),
+    packages: str | None = typer.Option(None, help="online|offline; default $ALE_PACKAGES, else online."),
+) -> None:
+    """A private fleet (admin and one local worker on free loopback ports) until SIGTERM or until --parent-pid
+    exits; its containers and state are removed then. Clients start it with rock.sdk's PrivateFleet."""
+    from rock.fleet import serve_private
+
+    serve_private(slots, packages, parent_pid, ready)
 
 
 @app.command()

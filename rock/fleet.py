@@ -300,6 +300,33 @@ def _stop_when_orphaned(
             return
 
 
+def serve_private(slots: int | None, packages: str | None, parent_pid: int, ready: Path) -> None:
+    """`rock fleet`: one private fleet (`LocalFleet`, with the package cache `packages` asks for) until
+    SIGTERM or until the process `parent_pid` is gone; then everything it made is removed. The admin's URL is
+    written to `ready` (whole, by rename) once its worker registered. Clients start it through
+    `rock.sdk.private_fleet.PrivateFleet`."""
+    from rock.packages.mode import default_mode, fleet_admin_args
+
+    admin_args = fleet_admin_args(packages or default_mode())  # type: ignore[arg-type]
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopped.set())
+    # stop_with_parent: should this process be killed, its admin and worker still take their sandboxes along.
+    with LocalFleet(slots=slots, stop_with_parent=True, admin_args=admin_args) as fleet:
+        partial = ready.with_name(ready.name + ".partial")
+        partial.write_text(fleet.url)
+        partial.rename(ready)
+        while not stopped.wait(1.0) and _alive(parent_pid):
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="run `rock ARGS`, cleaning up if the launcher dies")
     parser.add_argument("--parent-pid", type=int, required=True)

@@ -143,18 +143,12 @@ ENTRY_POINT = (
     "rome.data imports roll (and rome.bench, which imports roll.view -> roll.pipeline): the pipeline must "
     "run above roll (a rome command that prepares the data, then starts `roll train` on it), not inside it"
 )
-FLEET = (
-    "a private fleet for `roll train` is started with rock.fleet.LocalFleet in-process; the SDK must start "
-    "it (as processes, behind rock.sdk) so roll needs nothing of the fleet's internals"
-)
 IMAGES = (
     "task images are built and resolved with rock.images on the caller's Docker; they must be built by the "
     "fleet (a build_context sandbox spec, an image API on the admin) and named through rock.sdk"
 )
 NOT_YET: dict[str, str] = {
     "roll.rollout.terminal.data_stage -> rome.data.recipe": ENTRY_POINT,
-    "roll.rollout.terminal.run -> rock.fleet": FLEET,
-    "roll.rollout.terminal.run -> rock.packages.mode": FLEET,
     "roll.rollout.terminal.tasks -> rock.images": IMAGES,
     "rome.terminal_tasks.images -> rock.images.aliases": IMAGES,
     "rome.terminal_tasks.images -> rock.images.build": IMAGES,

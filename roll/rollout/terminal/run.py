@@ -1,8 +1,8 @@
 """The driver's side of a terminal env (its `EnvRun`): the ROCK fleet, the start-point scheduler and the
 sandbox ledger.
 
-The fleet is a private local one (`rock admin serve` in a process of its own, stopped with every sandbox
-it made when the run ends or its driver dies) unless env.rock.admin_url names a running admin.
+The fleet is a private local one (`rock.sdk.private_fleet.PrivateFleet`: processes of its own, stopped with
+every sandbox it made when the run ends or its driver dies) unless env.rock.admin_url names a running admin.
 """
 
 from __future__ import annotations
@@ -46,14 +46,10 @@ class TerminalRun:
         self.fleet = None
         admin_url = env.rock.admin_url
         if admin_url is None:
-            from rock.fleet import LocalFleet
-            from rock.packages.mode import default_mode, fleet_admin_args
+            from rock.sdk.private_fleet import PrivateFleet
 
-            packages = fleet_admin_args(env.rock.packages or default_mode())
-            # stop_with_parent: a driver killed without cleaning up still takes its sandboxes with it.
-            self.fleet = LocalFleet(
-                slots=env.rock.slots, stop_with_parent=True, admin_args=packages
-            ).__enter__()
+            # A driver killed without cleaning up still takes the fleet and its sandboxes with it.
+            self.fleet = PrivateFleet(slots=env.rock.slots, packages=env.rock.packages).__enter__()
             admin_url = self.fleet.url
         self.admin_url = admin_url
         self.start_points = (
@@ -98,4 +94,4 @@ class TerminalRun:
         for handle in (self.start_points, self.ledger):
             ray.kill(handle)
         if self.fleet is not None:
-            self.fleet.__exit__(None, None, None)
+            self.fleet.close()
