@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from iflow.agent import TerminationReason
 from iflow.agent.on_sandbox import sandbox_agent
+from iflow.llm import ChatEndpoint
 from iflow.types import PromptProfile
 from roll.rollout.terminal.resampling.expert import ExpertStep
 from roll.rollout.terminal.resampling.prefill import CONTINUE_PROMPT, prefilled_history
@@ -36,13 +37,14 @@ def expert_messages(steps: list[ExpertStep]) -> list[dict[str, object]]:
 
 
 class ResampledIflowAgent:
-    """iflow against `base_url`, its tools in the sandbox, starting after `expert[:start]`."""
+    """iflow against `base_url` (an OpenAI base URL, or the episode's proxy in this process), its tools in
+    the sandbox, starting after `expert[:start]`."""
 
     name = "iflow"
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | ChatEndpoint,
         model: str,
         expert: list[ExpertStep] | None = None,
         start: int = 0,

@@ -20,6 +20,7 @@ from roll.rollout.terminal.agent import AgentOutcome, ResampledIflowAgent, exper
 from roll.rollout.terminal.config import AgentConfig
 from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
 from roll.rollout.terminal.resampling.expert import ExpertStep
+from roll.rollout.terminal.serving import HostProxy
 from rome.terminal_tasks.images import TaskImageError, ensure_image
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.sandbox import SandboxError
@@ -69,7 +70,7 @@ def agent_context_settings() -> dict[str, Any]:
 
 def play_episode(
     task: Task,
-    proxy: ProxyClient,
+    proxy: ProxyClient | HostProxy,
     sandboxes: SandboxOpener,
     agent: AgentConfig,
     expert: list[ExpertStep],
@@ -77,8 +78,9 @@ def play_episode(
 ) -> AgentEpisode:
     """Run the iflow agent on `task` after the first `start` expert steps (replayed in the sandbox, their
     messages in the agent's history), grade it with the task's tests, and return the proxy's record of its
-    model calls. With placement `sandbox` the proxy must run on the sandbox's host (the rocklet's forwarder
-    reaches it through the sandbox's socket folder)."""
+    model calls. With placement `host` the proxy may run in this process (`HostProxy`: the agent calls it
+    without HTTP); with placement `sandbox` it must be a server on the sandbox's host (`ProxyClient`: the
+    rocklet's forwarder reaches it through the sandbox's socket folder)."""
     if not 0 <= start <= len(expert):
         raise ValueError(f"start {start} is outside 0..{len(expert)} (the expert trajectory's length)")
     episode_id = proxy.open_episode(f"{task.id}-{uuid.uuid4().hex[:8]}", context=agent_context_settings())
@@ -93,7 +95,7 @@ def play_episode(
 def _play(
     episode: AgentEpisode,
     task: Task,
-    proxy: ProxyClient,
+    proxy: ProxyClient | HostProxy,
     sandboxes: SandboxOpener,
     agent: AgentConfig,
     expert: list[ExpertStep],
@@ -138,7 +140,7 @@ def _play(
 def _run_agent(
     sandbox: RockSandbox,
     task: Task,
-    proxy: ProxyClient,
+    proxy: ProxyClient | HostProxy,
     episode_id: str,
     agent: AgentConfig,
     expert: list[ExpertStep],
@@ -146,14 +148,19 @@ def _run_agent(
 ) -> AgentOutcome:
     runner: ResampledIflowAgent | InSandboxIflowAgent
     if agent.placement == "sandbox":
+        if not isinstance(proxy, ProxyClient):
+            raise ValueError(
+                "an agent inside the sandbox reaches its model through the rocklet's forwarder, which needs "
+                "the proxy served over HTTP: pass a ProxyClient, or use placement host"
+            )
         prefix = expert_messages(expert[:start])
         runner = InSandboxIflowAgent(
             proxy, episode_id, POLICY_MODEL, agent.max_turns, prefix, agent.prompt_profile
         )
     else:
-        base_url = proxy.episode_url(episode_id)
+        model = proxy.endpoint(episode_id) if isinstance(proxy, HostProxy) else proxy.episode_url(episode_id)
         runner = ResampledIflowAgent(
-            base_url, POLICY_MODEL, expert, start, agent.max_turns, agent.prompt_profile
+            model, POLICY_MODEL, expert, start, agent.max_turns, agent.prompt_profile
         )
     try:
         return runner.run(sandbox, task, timeout=agent.timeout_s)

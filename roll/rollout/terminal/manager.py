@@ -2,9 +2,10 @@
 
 An episode: the task's sandbox on the ROCK fleet, the iflow agent working on it (in the worker with the ROCK
 executor, or inside the sandbox), every model call through a train-mode proxy to the episode's engine
-(sticky routing, as GEM episodes), the task's tests as reward. The proxy's chunks (exact context and output
-ids, logprobs, weight version) become the trajectory. Where an episode starts and what a failed training
-episode leaves to imitate is initialized resampling's, through its one entry point
+(sticky routing, as GEM episodes; called in the worker's process when the agent runs there, see `serving`),
+the task's tests as reward. The proxy's chunks (exact context and output ids, logprobs, weight version)
+become the trajectory. Where an episode starts and what a failed training episode leaves to imitate is
+initialized resampling's, through its one entry point
 (`roll.rollout.terminal.resampling.scheduler.StartScheduler`).
 """
 
@@ -22,7 +23,7 @@ from roll.rollout.terminal.episode import AgentEpisode, play_episode
 from roll.rollout.terminal.resampling.expert import ExpertStep
 from roll.rollout.terminal.resampling.scheduler import StartScheduler
 from roll.rollout.terminal.sandboxes import LedgerProvider
-from roll.rollout.terminal.serving import AgentEndpoints, ServedTokenizer
+from roll.rollout.terminal.serving import AgentEndpoints, HostProxy, ServedTokenizer
 from roll.rollout.terminal.tasks import load_terminal_tasks, oracle_experts
 from roll.types import Trajectory
 
@@ -66,8 +67,9 @@ class TerminalEnvManager:
         tasks = self.held_out if not training and self.held_out else self.tasks
         terminal_task = tasks[task.seed % len(tasks)]
         begun = await self.scheduler.begin(task, terminal_task.id)
-        proxy_url = await asyncio.to_thread(self.endpoints.proxy_url, engine, sampling)
-        episode = await asyncio.to_thread(self._play, terminal_task, proxy_url, begun.expert, begun.start)
+        placement, loop = self.config.agent.placement, asyncio.get_running_loop()
+        proxy = await asyncio.to_thread(self.endpoints.for_placement, placement, engine, sampling, loop)
+        episode = await asyncio.to_thread(self._play, terminal_task, proxy, begun.expert, begun.start)
         record = episode.record
         if episode.failure_mode in INFRA_FAILURES:
             raise EpisodeError(f"{terminal_task.id}: {episode.failure_mode}: {episode.error}")
@@ -80,9 +82,12 @@ class TerminalEnvManager:
         fallback = await self.scheduler.finish(task, terminal_task.id, begun, record, success)
         return trajectory, fallback
 
-    def _play(self, task: Any, proxy_url: str, expert: list[ExpertStep], start: int) -> AgentEpisode:
-        with ProxyClient(proxy_url) as proxy:
+    def _play(self, task: Any, proxy: HostProxy | str, expert: list[ExpertStep], start: int) -> AgentEpisode:
+        """`proxy`: in this process (an agent on the host), or the URL of the proxy server (in a sandbox)."""
+        if isinstance(proxy, HostProxy):
             return play_episode(task, proxy, self.provider, self.config.agent, expert, start)
+        with ProxyClient(proxy) as client:
+            return play_episode(task, client, self.provider, self.config.agent, expert, start)
 
     def _trajectory(
         self,
