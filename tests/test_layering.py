@@ -31,6 +31,12 @@ TORCH_FREE = (
     "rock.proxy.app",
     "rock.sdk",
     "rock.sdk.sandbox",
+    "rock.sdk.envs",
+    "rock.sdk.private_fleet",
+    "rock.sdk.runtime",
+    "rock.sdk.host_python",
+    "rock.sdk.tables",
+    "rock.observation",
     "roll.types",
 )
 

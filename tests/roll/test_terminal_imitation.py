@@ -13,13 +13,14 @@ import pytest
 import torch
 
 from rock.proxy import ProxyClient, ProxyConfig
+from roll.algo.batch import PackedBatch
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.engine.server.loopback import LoopbackServer
 from roll.rollout.terminal.resampling.expert import ExpertStep
 from roll.rollout.terminal.resampling.imitation import imitation_fallback
 from roll.testing import ScriptedEngine
-from roll.trainer.packing import PackedBatch, pack_trajectories
+from roll.trainer.packing import pack_trajectories
 from roll.types import Trajectory
 
 EXPERT = [
