@@ -1,6 +1,9 @@
 """`rock admin serve`: the control plane with the GEM env routes (/envs), plus one local worker unless
 --no-local-worker, plus the ModelProxyService on 127.0.0.1:--proxy-port when --proxy-mode is given.
 
+The admin's settings are one AdminConfig (rock.admin.config): `--config FILE` (YAML of its fields), then the
+flags below (each sets one field, see ADMIN_FLAGS), then `--set KEY=VALUE` for any field, validated once.
+
 The proxy starts only when a mode is configured: train and deploy need an upstream URL and replay a
 recording, so there is no default that could answer a chat, and a proxy that only refuses would just
 hold a port. --no-proxy turns it off even when a mode comes from the environment (ROCK_PROXY_MODE)."""
@@ -14,18 +17,47 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rock.config_flags import ConfigFileOption, SetOption, config_data, source
+
 if TYPE_CHECKING:
     from rock.packages.cache import PackageCache
 
 app = typer.Typer(help="The admin: control plane of the fleet.", no_args_is_help=True)
 
+# Flag -> the AdminConfig field it sets (dotted key). A flag left out sets nothing, so the file's value or the
+# field's default stands.
+ADMIN_FLAGS = {
+    "host": "host",
+    "port": "port",
+    "state_dir": "state_dir",
+    "database_url": "database_url",
+    "worker_token": "worker_token",
+    "heartbeat_timeout": "heartbeat_timeout",
+    "build_context_root": "limits.build_contexts",
+    "worker_id": "local_worker.id",
+    "worker_cpus": "local_worker.cpus",
+    "worker_memory": "local_worker.memory",
+    "worker_slots": "local_worker.slots",
+}
+# Flag -> the ProxyConfig field it sets.
+PROXY_FLAGS = {
+    "proxy_mode": "mode",
+    "proxy_upstream": "upstream_url",
+    "proxy_api_key": "api_key",
+    "proxy_model": "model",
+    "proxy_record": "record_path",
+    "proxy_replay": "replay_path",
+}
+
 
 @app.command()
 def serve(
+    config_file: ConfigFileOption = None,
+    set_: SetOption = None,
     host: Annotated[
-        str, typer.Option(help="Address to bind; anything but 127.0.0.1 needs an API key.")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+        str | None, typer.Option(help="Address to bind (default 127.0.0.1); anything else needs an API key.")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")] = None,
     state_dir: Annotated[
         Path | None, typer.Option(help="State folder (default $ROCK_HOME or ~/.rock).")
     ] = None,
@@ -60,7 +92,9 @@ def serve(
             help="The workers' credential (16+ characters; default: made once in STATE_DIR/worker.token).",
         ),
     ] = None,
-    local_worker: Annotated[bool, typer.Option(help="Run one worker inside the admin's process.")] = True,
+    local_worker: Annotated[
+        bool | None, typer.Option(help="Run one worker inside the admin's process (default: yes).")
+    ] = None,
     worker_id: Annotated[
         str | None, typer.Option(help="Id of the local worker (default: host + state).")
     ] = None,
@@ -71,7 +105,9 @@ def serve(
     worker_slots: Annotated[
         int | None, typer.Option(help="Sandboxes the local worker holds at most.")
     ] = None,
-    heartbeat_timeout: Annotated[float, typer.Option(help="Seconds before a silent worker is lost.")] = 15.0,
+    heartbeat_timeout: Annotated[
+        float | None, typer.Option(help="Seconds before a silent worker is lost (default 15).")
+    ] = None,
     warm: Annotated[
         list[str] | None,
         typer.Option(
@@ -120,19 +156,21 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the admin API (sandboxes, exec, files, /envs, health, /metrics) until Ctrl-C or SIGTERM."""
+    given = dict(locals())  # the options by name (None where not given), for ADMIN_FLAGS and PROXY_FLAGS
     import logging
 
     from pydantic import ValidationError
 
-    from rock.admin.config import AdminConfig, KeyPolicy, SpecLimits, load_keys
+    from rock.admin.config import AdminConfig, KeyPolicy, load_keys
     from rock.admin.server import serve_admin
     from rock.packages.cache import PackageCacheError
+    from rock.sdk.configs import ConfigError, validate_config
     from rock.serving import run_server
-    from rock.worker.config import WorkerConfig
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
+        data = config_data(config_file, {key: given[flag] for flag, key in ADMIN_FLAGS.items()}, set_)
         policies = load_keys(keys) if keys else []
         if api_key:
             policies.insert(0, KeyPolicy(name="default", key=api_key, max_sandboxes=max_sandboxes))
@@ -140,37 +178,25 @@ def serve(
             raise ValueError(
                 "--max-sandboxes is the quota of --api-key's key; pass --api-key too (or use --keys)"
             )
-        common: dict[str, object] = {"state_dir": state_dir} if state_dir else {}
-        worker = None
-        if local_worker:
-            overrides = {"id": worker_id, "cpus": worker_cpus, "memory": worker_memory, "slots": worker_slots}
-            worker = WorkerConfig(**common, **{k: v for k, v in overrides.items() if v is not None})
-        config = AdminConfig(
-            host=host,
-            port=port,
-            database_url=database_url,
-            api_keys=policies,
-            worker_token=worker_token,
-            heartbeat_timeout=heartbeat_timeout,
-            local_worker=worker,
-            limits=SpecLimits(build_contexts=build_context_root or []),
-            warm=warm_pools(warm or []),
-            **common,
-        )
+        if policies:
+            data["api_keys"] = [*policies, *data.get("api_keys", [])]
+        if warm:
+            data["warm"] = {**data.get("warm", {}), **warm_pools(warm)}
+        if local_worker is False:
+            data["local_worker"] = None
+        elif local_worker or "local_worker" not in data:
+            data["local_worker"] = data.get("local_worker") or {}
+        if isinstance(data["local_worker"], dict) and "state_dir" in data:
+            # The local worker keeps its sockets in the admin's state folder unless told otherwise.
+            data["local_worker"].setdefault("state_dir", data["state_dir"])
+        config = validate_config(AdminConfig, data, source(config_file))
         proxy_config = None
         if proxy and proxy_mode is not None:
             from rock.proxy.types import ProxyConfig
 
             try:
                 proxy_config = ProxyConfig.model_validate(
-                    {
-                        "mode": proxy_mode,
-                        "upstream_url": proxy_upstream,
-                        "api_key": proxy_api_key,
-                        "model": proxy_model,
-                        "record_path": proxy_record,
-                        "replay_path": proxy_replay,
-                    }
+                    {key: given[flag] for flag, key in PROXY_FLAGS.items()}
                 )
             except ValidationError as error:
                 problems = "; ".join(e["msg"] for e in error.errors())
@@ -184,7 +210,7 @@ def serve(
                     update={"pypi_cache": cache.pypi, "apt_cache": cache.apt}
                 )
             run_server(serve_admin(config, log_level.lower(), proxy_config, proxy_port))
-    except (ValidationError, ValueError, OSError, PackageCacheError) as exc:
+    except (ConfigError, ValidationError, ValueError, OSError, PackageCacheError) as exc:
         typer.secho(f"rock admin serve: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:

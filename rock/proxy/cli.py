@@ -1,4 +1,8 @@
-"""`rock proxy serve`: the ModelProxyService in the foreground."""
+"""`rock proxy serve`: the ModelProxyService in the foreground.
+
+Its settings are one ProxyConfig (rock.proxy.types): `--config FILE` (YAML of its fields), then the flags
+below (each sets one field, see PROXY_FLAGS), then `--set KEY=VALUE` for any field, validated once; host,
+port and the socket are where it listens, not how it answers."""
 
 from __future__ import annotations
 
@@ -7,14 +11,32 @@ from typing import Annotated
 
 import typer
 
+from rock.config_flags import ConfigFileOption, SetOption, config_data, source
+
 app = typer.Typer(help="The model proxy: agents' model endpoint, recording every call.", no_args_is_help=True)
+
+
+# Flag -> the ProxyConfig field it sets. A flag left out sets nothing: the file's value or the default stands.
+PROXY_FLAGS = {
+    "mode": "mode",
+    "upstream": "upstream_url",
+    "api_key": "api_key",
+    "model": "model",
+    "record": "record_path",
+    "replay": "replay_path",
+    "max_tokens": "max_tokens",
+    "temperature": "temperature",
+}
 
 
 @app.command()
 def serve(
+    config_file: ConfigFileOption = None,
+    set_: SetOption = None,
     mode: Annotated[
-        str, typer.Option(help="train (engine + chunks), deploy (upstream API) or replay.")
-    ] = "train",
+        str | None,
+        typer.Option(help="train (engine + chunks; the default), deploy (upstream API) or replay."),
+    ] = None,
     upstream: Annotated[
         str | None, typer.Option(help="Base URL ending in /v1: the engine (train) or the API (deploy).")
     ] = None,
@@ -37,27 +59,16 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the OpenAI-compatible chat endpoint and the episode routes until Ctrl-C."""
-    from pydantic import ValidationError
-
+    given = dict(locals())  # the options by name (None where not given), for PROXY_FLAGS
     from rock.proxy.server import serve as run
     from rock.proxy.types import ProxyConfig
+    from rock.sdk.configs import ConfigError, validate_config
 
     try:
-        config = ProxyConfig.model_validate(
-            {
-                "mode": mode,
-                "upstream_url": upstream,
-                "api_key": api_key,
-                "model": model,
-                "record_path": record,
-                "replay_path": replay,
-                "max_tokens": max_tokens,
-                "temperature": temperature,
-            }
-        )
-    except ValidationError as error:
-        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in error.errors())
-        typer.echo(f"error: {details}", err=True)
+        data = config_data(config_file, {key: given[flag] for flag, key in PROXY_FLAGS.items()}, set_)
+        config = validate_config(ProxyConfig, data, source(config_file))
+    except ConfigError as error:
+        typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     try:
         run(config, host, port, unix_socket, socket_group)

@@ -52,17 +52,22 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {override!r} is not of the form key.sub=value (e.g. trainer.lr=1e-5)")
-    parts = key.strip().split(".")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    set_key(data, key.strip(), value, f"override {override!r}")
+
+
+def set_key(data: dict[str, Any], key: str, value: Any, what: str | None = None) -> None:
+    """Set the dotted `key` (a.b.c) in nested `data` to `value`, making the sections on the way."""
+    parts = key.split(".")
     node = data
     for depth, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
             prefix = ".".join(parts[: depth + 1])
-            raise ConfigError(f"override {override!r}: {prefix} is a value, not a section with sub-keys")
+            raise ConfigError(f"{what or key}: {prefix} is a value, not a section with sub-keys")
         node = child
     node[parts[-1]] = value
 
