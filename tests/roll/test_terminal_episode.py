@@ -19,7 +19,7 @@ from iflow.types import PromptProfile
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.rollout.terminal.agent import CONTINUE_PROMPT
-from roll.rollout.terminal.config import AgentConfig
+from roll.rollout.terminal.config import TerminalAgentConfig
 from roll.rollout.terminal.episode import AgentEpisode, play_episode
 from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert
 from roll.rollout.terminal.resampling.imitation import expert_from_record
@@ -120,7 +120,7 @@ def run_agent_episode(
     in_sandbox: bool = False,
     prompt_profile: PromptProfile = "full",
 ) -> Episode:
-    agent = AgentConfig(
+    agent = TerminalAgentConfig(
         placement="sandbox" if in_sandbox else "host",
         max_turns=20,
         timeout_s=agent_timeout_s,

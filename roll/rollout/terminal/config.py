@@ -30,8 +30,9 @@ class RockConfig(StrictConfig):
     )
 
 
-class AgentConfig(StrictConfig):
-    """The iflow agent that works on a task."""
+class TerminalAgentConfig(StrictConfig):
+    """How the env runs the iflow agent on a task (where, how many calls, which prompt profile, how long);
+    the agent's own run limits are iflow.agent.AgentConfig, which the runner builds from these."""
 
     placement: Literal["host", "sandbox"] = Field(
         "host",
@@ -240,7 +241,9 @@ class TerminalEnvConfig(StrictConfig):
         "the data stage's kept.jsonl, which env.data names here): a train task's shortest successful one "
         "starts its expert for initialized resampling and imitation instead of its oracle solution script.",
     )
-    agent: AgentConfig = Field(default_factory=AgentConfig, description="The agent that plays each episode.")
+    agent: TerminalAgentConfig = Field(
+        default_factory=TerminalAgentConfig, description="The agent that plays each episode."
+    )
     rock: RockConfig = Field(default_factory=RockConfig, description="Where the sandboxes run.")
     resampling: ResamplingConfig = Field(
         default_factory=ResamplingConfig, description="Initialized resampling of the training episodes."

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from rock.proxy.client import ProxyClient
 from rock.proxy.types import EpisodeRecord
 from roll.rollout.terminal.agent import AgentOutcome, ResampledIflowAgent, expert_messages
-from roll.rollout.terminal.config import AgentConfig
+from roll.rollout.terminal.config import TerminalAgentConfig
 from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
 from roll.rollout.terminal.resampling.expert import ExpertStep
 from roll.rollout.terminal.serving import HostProxy
@@ -72,7 +72,7 @@ def play_episode(
     task: Task,
     proxy: ProxyClient | HostProxy,
     sandboxes: SandboxOpener,
-    agent: AgentConfig,
+    agent: TerminalAgentConfig,
     expert: list[ExpertStep],
     start: int,
 ) -> AgentEpisode:
@@ -97,7 +97,7 @@ def _play(
     task: Task,
     proxy: ProxyClient | HostProxy,
     sandboxes: SandboxOpener,
-    agent: AgentConfig,
+    agent: TerminalAgentConfig,
     expert: list[ExpertStep],
     start: int,
 ) -> None:
@@ -142,7 +142,7 @@ def _run_agent(
     task: Task,
     proxy: ProxyClient | HostProxy,
     episode_id: str,
-    agent: AgentConfig,
+    agent: TerminalAgentConfig,
     expert: list[ExpertStep],
     start: int,
 ) -> AgentOutcome:
