@@ -12,8 +12,9 @@ from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 import uvicorn
-from fastapi import FastAPI, Response
+from fastapi import Response
 from fastapi.exceptions import RequestValidationError
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 
 from rock.request_limits import BodyLimit
@@ -48,7 +49,7 @@ def http_error(exc: HTTPException) -> Response:
     return Response(body.model_dump_json(), status_code=exc.status_code, media_type="application/json")
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: Starlette) -> None:
     """`ErrorBody` answers for every error, and the request body limits (`rock.request_limits`)."""
     app.add_exception_handler(RockError, lambda _r, exc: error_response(exc))  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, lambda _r, exc: validation_error(exc))  # type: ignore[arg-type]

@@ -3,9 +3,10 @@ of one).
 
 Every member of a group is admitted (its owner's quota), placed and started on its own, so a group can
 end partly running. Placement decides at once for every member that fits now, and each worker then gets one
-call for its whole share (the contract's GROUP_PATH) instead of one per sandbox. Members that find no room
-queue like single creates (behind the creates already waiting) and start on their own once placed. The
-store is flushed once for the whole group before it is answered.
+call for its whole share (the contract's GROUP_PATH) instead of one per sandbox, shared with the other
+creates placed on it within a few milliseconds (rock.admin.shares). Members that find no room queue like
+single creates (behind the creates already waiting) and start on their own once placed. The store is
+flushed once for the whole group before it is answered.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from rock.admin.auth import LOCAL, check_quota
 from rock.admin.scheduler import ClientGone, Demand, demand_of
+from rock.admin.shares import Shares
 from rock.admin.states import advance, failure_reason_of
 from rock.admin.warm import pool_label_ttl
 from rock.admin.writer import StoreFailed
@@ -68,6 +70,7 @@ def group_summary(members: list[GroupMember]) -> str:
 class Creates:
     def __init__(self, admin: Admin) -> None:
         self.admin = admin
+        self.shares = Shares(self._start_share, admin._spawn)
 
     async def members(
         self,
@@ -107,15 +110,17 @@ class Creates:
                 ids[-1] = warm.id
                 outcomes[warm.id] = ("running", warm)
                 continue
-            # A group packs onto the worker of its previous member while that one has room: one call per
-            # worker is then one call for most of the group (spread, a group of 8 was 8 calls of one).
-            last = {worker_id} if worker_id else None
+            # A group packs onto the worker of its previous member while that one has room, and its first
+            # member (a single create too) onto a worker whose share is being gathered: one call per worker
+            # is then one call for most of a group, and for many creates of a burst (spread, a group of 8
+            # was 8 calls of one).
+            last = {worker_id} if worker_id else self.shares.gathering(spec)
             worker_id = admin.scheduler.place_now(sandbox_id, demand, caller.name, (last, prefer))
             if worker_id is None:
                 queued.append(sandbox_id)
             else:
                 shares.setdefault(worker_id, []).append(self._pending(sandbox_id, spec, caller, worker_id))
-        jobs = [self._start_share(worker_id, infos, deadline) for worker_id, infos in shares.items()]
+        jobs = [self.shares.start(worker_id, infos, deadline) for worker_id, infos in shares.items()]
         # Queued members wait the whole queue_timeout: placing the others took no time (no await so far).
         jobs += [self._start_queued(sid, spec, demand, caller, queue_timeout, gone) for sid in queued]
         for done in await asyncio.gather(*jobs):
@@ -177,7 +182,7 @@ class Creates:
             return {sandbox_id: ("abandoned", exc)}
         except RockError as exc:
             return {sandbox_id: ("refused", exc)}
-        return await self._start_share(
+        return await self.shares.start(
             worker_id, [self._pending(sandbox_id, spec, caller, worker_id)], deadline
         )
 

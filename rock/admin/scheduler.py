@@ -147,8 +147,12 @@ class Scheduler:
 
     def _place(self, demand: Demand, among: set[str] | None) -> str | None:
         best: tuple[float, str] | None = None
-        for worker in self.workers.values():
-            if worker.id in self.unreachable or (among is not None and worker.id not in among):
+        # Only the preferred ones are looked at when there are some: a burst's creates prefer a few workers.
+        candidates = (
+            self.workers.values() if among is None else (self.workers[w] for w in among if w in self.workers)
+        )
+        for worker in candidates:
+            if worker.id in self.unreachable:
                 continue
             room = room_after(worker.capacity, self.used(worker.id), demand)
             if room is not None and (

@@ -59,6 +59,15 @@ _CLOCK_SKEW = timedelta(seconds=5)
 S = SandboxState
 
 
+def _spec_of(request: CreateSandboxRequest) -> SandboxSpec:
+    """The spec a create request carries, as the request's validation checked it (the request is a
+    SandboxSpec with more fields): validating it again cost ~250 us a create, its image parsed once more."""
+    return SandboxSpec.model_construct(
+        _fields_set=request.model_fields_set & SandboxSpec.model_fields.keys(),
+        **{name: getattr(request, name) for name in SandboxSpec.model_fields},
+    )
+
+
 class Admin:
     def __init__(self, config: AdminConfig) -> None:
         self.config = config
@@ -230,7 +239,7 @@ class Admin:
     ) -> SandboxInfo:
         """Admit, place and start a sandbox. `gone` is set when the caller disconnects: a create still
         waiting for room leaves the queue, and one already starting is removed once started."""
-        spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout"}))
+        spec = _spec_of(request)
         ((_, outcome),) = await self.creates.members(spec, 1, request.queue_timeout, caller, gone)
         if isinstance(outcome, RockError):
             raise outcome
@@ -241,7 +250,7 @@ class Admin:
     ) -> GroupCreated:
         """`request.count` sandboxes of one spec, each admitted, placed and started on its own
         (rock.admin.creates); the answer lists every member, running or why not."""
-        spec = SandboxSpec.model_validate(request.model_dump(exclude={"queue_timeout", "count"}))
+        spec = _spec_of(request)
         self.metrics.groups.inc()
         self.metrics.group_size.observe(request.count)
         outcomes = await self.creates.members(spec, request.count, request.queue_timeout, caller, gone)

@@ -129,7 +129,7 @@ def _age(since: datetime | None) -> float | None:
     return None if since is None else (datetime.now(UTC) - since).total_seconds()
 
 
-def fleet_router(admin: Admin, log: CommandLog, identify: Callable[..., KeyPolicy]) -> APIRouter:
+def fleet_router(admin: Admin, log: CommandLog, identify: Callable[..., Awaitable[KeyPolicy]]) -> APIRouter:
     """The page and its read-only data routes; `identify` is the API's own authentication dependency."""
     router = APIRouter()
 
@@ -202,7 +202,7 @@ def fleet_router(admin: Admin, log: CommandLog, identify: Callable[..., KeyPolic
     return router
 
 
-def install_fleet_page(app: FastAPI, admin: Admin, identify: Callable[..., KeyPolicy]) -> None:
+def install_fleet_page(app: FastAPI, admin: Admin, identify: Callable[..., Awaitable[KeyPolicy]]) -> None:
     """Serve /ui and its data routes on `app`, and start keeping each sandbox's recent commands."""
     log = CommandLog()
     app.state.command_log = log

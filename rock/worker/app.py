@@ -64,7 +64,7 @@ def create_worker_app(
     install_error_handlers(app)
     app.add_exception_handler(RockletError, lambda _r, exc: error_response(as_rock_error(exc)))  # type: ignore[arg-type]
 
-    def check_token(authorization: Annotated[str | None, Header()] = None) -> None:
+    async def check_token(authorization: Annotated[str | None, Header()] = None) -> None:
         token = bearer_token(authorization)
         if token is None or not same_secret(worker.token, token):
             raise Unauthorized(

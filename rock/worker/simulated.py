@@ -89,7 +89,7 @@ class SimulatedWorker:
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
 
     def app(self) -> FastAPI:
-        def check(authorization: Annotated[str | None, Header()] = None) -> None:
+        async def check(authorization: Annotated[str | None, Header()] = None) -> None:
             token = bearer_token(authorization)
             if token is None or not same_secret(self.token, token):
                 raise Unauthorized("this simulated worker answers only its admin's worker credential")

@@ -7,6 +7,7 @@ worker processes (rock.worker.simulated: the admin↔worker contract over HTTP, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -115,6 +116,34 @@ def test_a_single_create_is_a_group_of_one(simulated_fleet):
     with Sandbox("busybox", admin_url=thread.url, api_key=KEY, cpus=0.5) as sandbox:
         assert sandbox.info.state == "running"
         assert posts == [(sandbox.info.worker_id, GROUP_PATH)]
+
+
+async def test_single_creates_at_once_share_one_call_per_worker_and_each_ends_on_its_own(simulated_fleet):
+    """Creates submitted at once, each a request of its own, start in one call per worker (rock.admin.shares):
+    placement packs them onto the worker whose share is being gathered. The ones that find no room fail
+    alone, and each caller gets its own sandbox."""
+    thread, posts = simulated_fleet
+    # Every create below reaches the admin within a second of the first, however loaded the machine.
+    _admin(thread).creates.shares.window = 1.0
+    options = {"admin_url": thread.url, "api_key": KEY, "cpus": 0.5, "queue_timeout": 0}
+    created = await asyncio.gather(
+        *(AsyncSandbox.create("busybox", **options) for _ in range(8)),  # type: ignore[arg-type]
+        return_exceptions=True,
+    )
+    running = [c for c in created if isinstance(c, AsyncSandbox)]
+    try:
+        # 6 slots (2 workers of 3): 6 run; of the other two, one waits for room it never gets (queue_timeout
+        # 0) and the other is over the quota of 7 or finds no room either.
+        assert len(running) == 6, created
+        assert all(isinstance(c, CapacityExceeded | QuotaExceeded) for c in created if c not in running)
+        assert len({s.id for s in running}) == 6
+        for sandbox in running:
+            assert (await sandbox.refresh()).state == "running"
+        # One call per worker for its three, not one per create.
+        assert sorted(posts) == sorted({(w, GROUP_PATH) for w, _ in posts}) and len(posts) == 2
+    finally:
+        for sandbox in running:
+            await sandbox.close()
 
 
 def test_a_group_no_worker_could_hold_is_refused_whole(simulated_fleet):
