@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from iflow.llm_text import TOOL_CALL_OPEN, TOOL_CALL_RE, ToolCallTextFilter, to_text_protocol
+from iflow.types import ToolCall
 
 TextSink = Callable[[str], None]
 
@@ -74,14 +75,17 @@ class LLMConfig(BaseModel):
 
 
 @dataclass
-class ToolCall:
+class ParsedToolCall:
+    """A tool call as the agent runs it: its arguments decoded from the wire's JSON text (iflow.types.ToolCall
+    is the call on the wire, which `to_message_part` gives back)."""
+
     id: str
     name: str
     arguments: dict[str, Any]
     # Set when the model's arguments were not a JSON object; the agent reports it back to the model.
     parse_error: str | None = None
 
-    def to_message_part(self) -> dict[str, Any]:
+    def to_message_part(self) -> ToolCall:
         return {
             "id": self.id,
             "type": "function",
@@ -113,7 +117,7 @@ class Usage:
 @dataclass
 class LLMReply:
     content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[ParsedToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     # True when the server sent no usage and the counts are estimates (characters / 4).
@@ -378,28 +382,30 @@ class LLMClient:
         self._call_counter += 1
         return f"call_{self._call_counter}"
 
-    def _native_call(self, slot: dict[str, str]) -> ToolCall:
+    def _native_call(self, slot: dict[str, str]) -> ParsedToolCall:
         arguments, error = parse_arguments(slot["arguments"])
-        return ToolCall(slot["id"] or self._next_id(), slot["name"], arguments, error)
+        return ParsedToolCall(slot["id"] or self._next_id(), slot["name"], arguments, error)
 
-    def _text_calls(self, content: str) -> tuple[str, list[ToolCall]]:
+    def _text_calls(self, content: str) -> tuple[str, list[ParsedToolCall]]:
         calls = []
         for block in TOOL_CALL_RE.findall(content):
             try:
                 payload = json.loads(block)
             except json.JSONDecodeError as error:
-                calls.append(ToolCall(self._next_id(), "", {}, f"the <tool_call> block is not JSON: {error}"))
+                calls.append(
+                    ParsedToolCall(self._next_id(), "", {}, f"the <tool_call> block is not JSON: {error}")
+                )
                 continue
             if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
                 calls.append(
-                    ToolCall(
+                    ParsedToolCall(
                         self._next_id(), "", {}, 'a <tool_call> block needs {"name": ..., "arguments": {...}}'
                     )
                 )
                 continue
             raw = payload.get("arguments", {})
             arguments, error = parse_arguments(raw if isinstance(raw, str) else json.dumps(raw))
-            calls.append(ToolCall(self._next_id(), payload["name"], arguments, error))
+            calls.append(ParsedToolCall(self._next_id(), payload["name"], arguments, error))
         return TOOL_CALL_RE.sub("", content).strip(), calls
 
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, NotRequired, Required, TypedDict
+from typing import Literal, NotRequired, Required
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# typing_extensions' TypedDict: pydantic models hold these messages (roll's AssistantOutput), and pydantic
+# accepts only this one on Python < 3.12.
+from typing_extensions import TypedDict
 
 Role = Literal["system", "user", "assistant", "tool"]
 # What the model is shown of iFlow itself: "full" (every tool, with full descriptions, and the full working

@@ -20,7 +20,7 @@ from iflow.agent.environment import snapshot_environment
 from iflow.agent.runtime import AgentConfig, AgentRuntime, RunResult, SubagentEvents, TerminationReason
 from iflow.context import CharEstimateCounter, TokenCounter, apply_summary, build_summary_request, prepare
 from iflow.executors.base import ExecutorError
-from iflow.llm import LLMError, ToolCall, Usage
+from iflow.llm import LLMError, ParsedToolCall, Usage
 from iflow.sessions import Session
 from iflow.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolResult
 from iflow.types import (
@@ -188,12 +188,12 @@ class Agent:
         return [tool.schema() for tool in self.tools.values() if not is_refused(mode, tool.kind)]
 
     # -- tools -------------------------------------------------------------------------------------
-    def _execute(self, call: ToolCall) -> Message:
+    def _execute(self, call: ParsedToolCall) -> Message:
         result = self._run_tool(call)
         self.runtime.events.on_tool_result(call.name, result)
         return {"role": "tool", "tool_call_id": call.id, "content": result.output}
 
-    def _run_tool(self, call: ToolCall) -> ToolResult:
+    def _run_tool(self, call: ParsedToolCall) -> ToolResult:
         tool = self.tools.get(call.name)
         if tool is None:
             return ToolResult.failure(

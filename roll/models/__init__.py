@@ -9,7 +9,7 @@ from roll.models.registry import (
     load_model,
     resolve_model_path,
 )
-from roll.models.tool_calls import AssistantOutput, ToolCall, parse_assistant_output
+from roll.models.tool_calls import AssistantOutput, parse_assistant_output
 
 __all__ = [
     "AssistantOutput",
@@ -17,7 +17,6 @@ __all__ = [
     "ChatTemplateError",
     "LoadedModel",
     "ModelNotFoundError",
-    "ToolCall",
     "available_models",
     "chat_stop_token_ids",
     "load_model",

@@ -11,27 +11,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from iflow.types import ToolCall
+
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
 
 
-class ToolCall(BaseModel):
-    """A parsed call; `arguments` is a JSON object encoded as a string, as in the OpenAI API."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
-
-
 class AssistantOutput(BaseModel):
-    """Generated text split into content and tool calls; `token_ids` are exactly the generated ids."""
+    """Generated text split into content and tool calls (OpenAI's wire shape, iflow.types.ToolCall: the
+    arguments a JSON object encoded as a string); `token_ids` are exactly the generated ids."""
 
     content: str | None
     tool_calls: list[ToolCall]
@@ -40,7 +28,7 @@ class AssistantOutput(BaseModel):
     def to_openai_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
-            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+            message["tool_calls"] = list(self.tool_calls)
         return message
 
 
@@ -90,9 +78,11 @@ def _parse_forced_arguments(text: str, name: str) -> tuple[ToolCall | None, str]
 
 
 def _tool_call(name: str, arguments: dict[str, Any]) -> ToolCall:
-    return ToolCall(
-        id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=json.dumps(arguments, ensure_ascii=False)
-    )
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
 
 
 def _parse_call(body: str) -> ToolCall | None:

@@ -94,7 +94,7 @@ def test_rendered_tool_call_parses_back_to_the_same_call(smollm2: LoadedModel) -
 
     parsed = parse_assistant_output(tok.decode(ids), ids)
     assert parsed.content == "Let me check."
-    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in parsed.tool_calls] == [
         ("get_weather", call["arguments"])
     ]
     assert parsed.token_ids == ids
@@ -130,7 +130,9 @@ def test_rendered_tool_call_parses_back_to_the_same_call(smollm2: LoadedModel) -
 def test_parse_fixed_outputs(text: str, content: str | None, calls: list[tuple[str, Any]]) -> None:
     parsed = parse_assistant_output(text, [7, 8])
     assert parsed.content == content
-    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == calls
+    assert [
+        (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in parsed.tool_calls
+    ] == calls
     assert parsed.token_ids == [7, 8]
 
 
@@ -143,7 +145,9 @@ def test_named_tool_choice_forces_the_call_and_parses_its_arguments(smollm2: Loa
     assert prompt.stop == ["</tool_call>"]
     assert prompt.text.endswith('<|im_start|>assistant\n<tool_call>\n{"name": "get_time", "arguments": ')
     parsed = prompt.parse_output(' {"tz": "UTC"}}\n</tool_call> done', [5])
-    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [("get_time", {"tz": "UTC"})]
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in parsed.tool_calls] == [
+        ("get_time", {"tz": "UTC"})
+    ]
     assert parsed.content == "done"
     unparsable = prompt.parse_output("not json", [5])
     assert unparsable.tool_calls == []
@@ -160,7 +164,7 @@ def test_required_and_none_tool_choices(smollm2: LoadedModel) -> None:
     assert several.text.endswith('<tool_call>\n{"name": "')
     assert several.stop == ["</tool_call>"]
     parsed = several.parse_output('get_time", "arguments": {}}\n</tool_call>', [1])
-    assert [c.name for c in parsed.tool_calls] == ["get_time"]
+    assert [c["function"]["name"] for c in parsed.tool_calls] == ["get_time"]
     none = render_chat(tok, user, [WEATHER_TOOL], "none")
     assert none.text == render_chat(tok, user).text
     assert none.parse_output("<tool_call>{}</tool_call>", [1]).content == "<tool_call>{}</tool_call>"
@@ -249,6 +253,6 @@ def test_forced_tool_call_parses_real_generated_text(smollm2: LoadedModel) -> No
     )
     generated = out[0, len(prompt.token_ids) :].tolist()
     parsed = prompt.parse_output(tok.decode(generated, skip_special_tokens=True), generated)
-    assert [call.name for call in parsed.tool_calls] == ["get_weather"]
-    assert isinstance(json.loads(parsed.tool_calls[0].arguments), dict)
+    assert [call["function"]["name"] for call in parsed.tool_calls] == ["get_weather"]
+    assert isinstance(json.loads(parsed.tool_calls[0]["function"]["arguments"]), dict)
     assert parsed.token_ids == generated

@@ -20,7 +20,9 @@ def stream_in_pieces(
     sent = [stream.feed(text[i : i + piece], [i]) for i in range(0, len(text), piece)]
     rest, output = stream.finish()
     assert output.token_ids == list(range(0, len(text), piece))
-    calls = [(call.name, json.loads(call.arguments)) for call in output.tool_calls]
+    calls = [
+        (call["function"]["name"], json.loads(call["function"]["arguments"])) for call in output.tool_calls
+    ]
     assert "".join(sent) + rest == (output.content or "")
     return sent, rest, calls
 

@@ -166,9 +166,7 @@ def _delta_choice(
         if rest:
             message["content"] = content + rest
         if output.tool_calls:
-            message["tool_calls"] = [
-                {"index": k, **call.to_openai()} for k, call in enumerate(output.tool_calls)
-            ]
+            message["tool_calls"] = [{"index": k, **call} for k, call in enumerate(output.tool_calls)]
         finish_reason = "tool_calls" if output.tool_calls else delta.finish_reason
     choice: dict[str, Any] = {
         "index": delta.index,
