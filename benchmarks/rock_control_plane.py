@@ -83,6 +83,9 @@ ROCK_PUBLISHED = {1000: (4.93, 8.69), 4000: (7.05, 13.34), 8000: (17.86, 32.03),
 CLIENT_POOL = 50
 """Connections per httpx pool of the client."""
 PROBE_INTERVAL = 0.5
+REST_SECONDS = 5.0
+"""Seconds the admin's CPU is measured at rest (heartbeats, its monitor) before each round: what a round's
+CPU per create is taken net of, so a round made slow by other load does not look dearer per create."""
 SPEC = {"image": "busybox", "cpus": 0.5, "memory": "256m", "ttl": 3600, "queue_timeout": 600}
 
 
@@ -121,12 +124,13 @@ Answers = list[tuple[float, str | None, str]]
 
 
 async def burst(
-    url: str, count: int, connections: int, group: int
-) -> tuple[Answers, tuple[list[float], list[float]]]:
+    url: str, count: int, connections: int, group: int, parts: dict[str, list[int]]
+) -> tuple[Answers, tuple[list[float], list[float]], float, dict[str, float]]:
     """Submit `count` creates at once (as group creates of `group` when it is over 1): (seconds to answer,
-    sandbox id or None, outcome) each, and the seconds the admin took to answer `/health` every PROBE_INTERVAL
+    sandbox id or None, outcome) each, the seconds the admin took to answer `/health` every PROBE_INTERVAL
     meanwhile, on its main port (a request with no work of its own waits in the main event loop) and on its
-    control listener (where heartbeats go: rock.admin.control)."""
+    control listener (where heartbeats go: rock.admin.control), the burst's wall time (first submission to
+    last answer) and the CPU seconds `parts` used in it."""
     # httpx's pool rescans every connection it holds and every request queued in it on each change: with
     # 1,000 connections in one pool, or thousands queued, that starved the client's CPU. So the connections
     # are spread over pools of CLIENT_POOL, and the requests beyond them wait on a semaphore per pool.
@@ -167,20 +171,29 @@ async def burst(
     # The probes run in a process of their own: in this one they would wait behind the burst's own
     # callbacks in the client's event loop, and time the client instead of the admin.
     spawn = multiprocessing.get_context("spawn")
-    done, waits = spawn.Event(), spawn.Queue()
+    done, waits, ready = spawn.Event(), spawn.Queue(), spawn.Semaphore(0)
     probes = [
-        spawn.Process(target=probe, args=(health, done, waits, i))
+        spawn.Process(target=probe, args=(health, done, waits, ready, i))
         for i, health in enumerate((f"{url}/health", f"http://127.0.0.1:{control_port}/health"))
     ]
     for process in probes:
         process.start()
+    # The burst starts once both probes have their first answer: a process starting under load took longer
+    # than a short round, which then had no /health figures and a wall time that counted the probes' start.
+    for _ in probes:
+        if not await asyncio.to_thread(ready.acquire, True, 300):
+            raise RuntimeError(
+                "a /health probe did not get its first answer within 300 s; see the admin's log"
+            )
     requests = -(-count // max(group, 1))
+    before, began = cpu_seconds(parts), time.monotonic()
     try:
         answers = [
             a
             for answered in await asyncio.gather(*(one(*pools[i % len(pools)]) for i in range(requests)))
             for a in answered
         ]
+        wall, after = time.monotonic() - began, cpu_seconds(parts)
     finally:
         done.set()
         for http, _ in pools:
@@ -188,13 +201,16 @@ async def burst(
     found = dict(waits.get(timeout=900) for _ in probes)
     for process in probes:
         process.join(timeout=60)
-    return answers, (found[0], found[1])
+    return answers, (found[0], found[1]), wall, {k: after[k] - before[k] for k in after}
 
 
-def probe(health_url: str, done: Any, waits: Any, index: int) -> None:
-    """GET `health_url` every PROBE_INTERVAL until `done`; puts (index, [seconds each took]) on `waits`."""
-    took = []
+def probe(health_url: str, done: Any, waits: Any, ready: Any, index: int) -> None:
+    """GET `health_url` every PROBE_INTERVAL until `done` (releasing `ready` after the first); puts (index,
+    [seconds each took]) on `waits`."""
+    took: list[float] = []
     with httpx.Client(timeout=httpx.Timeout(900.0)) as http:
+        http.get(health_url).raise_for_status()
+        ready.release()
         while not done.is_set():
             began = time.monotonic()
             http.get(health_url).raise_for_status()
@@ -279,6 +295,7 @@ def report(
     wall: float,
     simulated: dict[str, float],
     cpu: dict[str, float],
+    rest: dict[str, float],
     results: dict[str, object],
 ) -> None:
     ok = [(t, sid) for t, sid, outcome in answers if outcome == "ok" and sid]
@@ -303,7 +320,12 @@ def report(
         "control_health_p50": percentile(health[1], 50),
         "control_health_max": max(health[1], default=float("nan")),
         "admin_cpu_ms_per_create": 1000 * cpu.get("admin", 0.0) / max(len(answers), 1),
+        "admin_cpu_ms_per_create_net": 1000
+        * max(cpu.get("admin", 0.0) - rest.get("admin", 0.0) * wall, 0.0)
+        / max(len(answers), 1),
+        "admin_cpu_at_rest": rest.get("admin", 0.0),
         "cpu_s": cpu,
+        "cpu_s_per_s_at_rest": rest,
         "cores": os.cpu_count(),
         "load_avg_1m": os.getloadavg()[0],
     }
@@ -316,7 +338,9 @@ def report(
         + (f" (ROCK's report: P50 {rock[0]:.2f} s P99 {rock[1]:.2f} s)" if rock else "")
         + f"; /health meanwhile: main port P50 {row['health_p50']:.2f} s max {row['health_max']:.2f} s, "
         f"control listener P50 {row['control_health_p50']:.3f} s max {row['control_health_max']:.3f} s; "
-        f"admin CPU {row['admin_cpu_ms_per_create']:.2f} ms per create",
+        f"admin CPU {row['admin_cpu_ms_per_create']:.2f} ms per create, "
+        f"{row['admin_cpu_ms_per_create_net']:.2f} net of its "
+        f"{1000 * row['admin_cpu_at_rest']:.0f} ms/s at rest",
         flush=True,
     )
     parts = {k: v for k, v in cpu.items() if k != "machine"}
@@ -324,7 +348,8 @@ def report(
         f"        CPU seconds in the round ({os.cpu_count()} cores x {wall:.0f} s = "
         f"{(os.cpu_count() or 1) * wall:.0f} available): "
         f"{', '.join(f'{k} {v:.0f}' for k, v in parts.items())}, other processes "
-        f"{cpu['machine'] - sum(parts.values()):.0f}; load average {row['load_avg_1m']:.1f}",
+        f"{cpu['machine'] - sum(parts.values()):.0f}; load average {row['load_avg_1m']:.1f}; CPU ms per s at "
+        f"rest before it: {', '.join(f'{k} {1000 * v:.0f}' for k, v in rest.items() if k != 'machine')}",
         flush=True,
     )
 
@@ -377,11 +402,14 @@ def main() -> None:
                 print(f"server stack: {' + '.join(server_stack())}; load average {os.getloadavg()}")
                 for count, group in rounds:
                     label = str(count) if group == 1 else f"{count}x{group}"
-                    before, began = cpu_seconds(parts), time.monotonic()
-                    answers, health = asyncio.run(burst(fleet.url, count, args.connections, group))
-                    wall, after = time.monotonic() - began, cpu_seconds(parts)
-                    cpu = {k: after[k] - before[k] for k in after}
-                    report(label, count, answers, health, wall, read_stats(processes), cpu, results)
+                    before = cpu_seconds(parts)
+                    time.sleep(REST_SECONDS)
+                    after = cpu_seconds(parts)
+                    rest = {k: (after[k] - before[k]) / REST_SECONDS for k in after}
+                    answers, health, wall, cpu = asyncio.run(
+                        burst(fleet.url, count, args.connections, group, parts)
+                    )
+                    report(label, count, answers, health, wall, read_stats(processes), cpu, rest, results)
             finally:
                 stop_workers(processes)
     if "16000" in results:
