@@ -1,5 +1,11 @@
-"""Typed rocklet errors. The server sends `{"error": {"type": ..., "message": ...}}`; the client raises the
-same class again. Standard library only: the server imports this module too."""
+"""Typed rocklet errors: the error hierarchy of the worker<->rocklet wire. The server sends
+`{"error": {"type": ..., "message": ...}}`; the client raises the same class again. Standard library only:
+the server imports this module too.
+
+The admin API's wire has its own hierarchy, rock.sdk.errors (BadRequest 422, Unauthorized 401, ...), and the
+worker turns a rocklet error into one of those (rock.worker.app.as_rock_error). They are two wires, not one
+error defined twice: only rock.rocklet is shipped into the sandbox's runtime, so these cannot import the
+SDK's classes, and their statuses are the rocklet's own (a malformed rocklet request is a 400)."""
 
 
 class RockletError(Exception):

@@ -1,6 +1,8 @@
 """`rome data`: generate task families, validate them, collect and filter trajectories, export SFT data.
 
-Heavy imports (docker, iflow, the proxy) happen inside the command that needs them, so `--help` is instant.
+Heavy imports (docker, iflow's agent, the proxy) happen inside the command that needs them. The settings
+models (CollectSettings, HeuristicLimits) load at start: `collect`'s and `filter`'s options are generated
+from their fields (rock.model_options), so a field added to a model is an option without a CLI edit.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from roll.rollout.terminal.config import CollectSettings
 
 # --packages online|offline: the private fleet's package cache (rock.packages.mode), as for rome-bench.
 from rome.bench.cli import Packages, PackagesOption
+from rome.data.filter import HeuristicLimits
 
 app = typer.Typer(
     help="The ROME data pipeline: tasks -> validation -> trajectories -> filters -> SFT data.",
@@ -223,9 +226,11 @@ def _trajectory_errors():  # type: ignore[no-untyped-def]
 
 
 @app.command("filter")
+@model_options(HeuristicLimits, param="limits")
 def filter_command(
     source: Annotated[Path, typer.Argument(help="Trajectories from `rome data collect`.")],
     out: Annotated[Path, typer.Option(help="JSONL of the kept trajectories (report beside it).")],
+    limits: HeuristicLimits,
     replay: Annotated[
         bool, typer.Option(help="Re-run kept trajectories in fresh sandboxes (needs ROCK).")
     ] = True,
@@ -238,11 +243,6 @@ def filter_command(
     judge_api_key: Annotated[
         str | None, typer.Option(envvar="ROME_JUDGE_API_KEY", help="Judge API key.")
     ] = None,
-    max_turns: Annotated[int, typer.Option(min=1, help="Heuristic: assistant turns at most.")] = 40,
-    max_repeats: Annotated[int, typer.Option(min=1, help="Heuristic: runs of one command at most.")] = 3,
-    max_error_fraction: Annotated[
-        float, typer.Option(min=0, max=1, help="Heuristic: failed calls at most.")
-    ] = 0.5,
     workspace: Annotated[
         list[str] | None,
         typer.Option(help="Safety: folders the agent may delete in (default /app /tmp /var/tmp)."),
@@ -259,7 +259,6 @@ def filter_command(
     from rock.sdk.tables import print_table
     from rome.data.collect import CollectError
     from rome.data.filter import (
-        HeuristicLimits,
         Judge,
         ReplayCannotRun,
         filter_file,
@@ -268,9 +267,6 @@ def filter_command(
     )
     from rome.data.safety import DEFAULT_WORKSPACE
 
-    limits = HeuristicLimits(
-        max_turns=max_turns, max_repeats=max_repeats, max_error_fraction=max_error_fraction
-    )
     with contextlib.ExitStack() as stack:
         judge = None
         if judge_url:

@@ -26,11 +26,15 @@ KEPT = "kept"
 
 
 class HeuristicLimits(BaseModel):
-    min_tool_calls: int = Field(1, ge=0)
-    max_turns: int = Field(40, ge=1, description="assistant messages at most")
-    max_chars: int = Field(200_000, ge=1, description="characters of all messages at most")
-    max_repeats: int = Field(3, ge=1, description="times one command may run in a trajectory")
-    max_error_fraction: float = Field(0.5, ge=0, le=1, description="share of failed tool calls at most")
+    """The heuristic stage's limits (also `rome data filter`'s options of the same names)."""
+
+    min_tool_calls: int = Field(1, ge=0, description="Heuristic: tool calls at least.")
+    max_turns: int = Field(40, ge=1, description="Heuristic: assistant messages at most.")
+    max_chars: int = Field(200_000, ge=1, description="Heuristic: characters of all messages at most.")
+    max_repeats: int = Field(3, ge=1, description="Heuristic: times one command may run in a trajectory.")
+    max_error_fraction: float = Field(
+        0.5, ge=0, le=1, description="Heuristic: share of failed tool calls at most, 0 to 1."
+    )
 
 
 def heuristic(record: TrajectoryRecord, limits: HeuristicLimits) -> str | None:
@@ -278,7 +282,7 @@ def replay_stage(provider: Any, concurrency: int = 2) -> Stage:
                 verdicts[record.id] = f"replay: task {record.task_path} does not load ({loaded})"
             else:
                 tasks[record.task_id] = loaded
-        builds = build_all(list(tasks.values()), workers=min(concurrency, 2))
+        builds = build_all(list(tasks.values()), workers=min(concurrency, 2), provider=provider)
 
         def one(record: TrajectoryRecord) -> tuple[str, str | None]:
             task = tasks[record.task_id]
