@@ -1,6 +1,6 @@
 """Every config field says what it is: each field of every pydantic model used as configuration (the YAML of
-`roll train` and `roll sft`, rock's admin, worker and proxy settings, iflow's settings, the data recipe and
-`rome data collect`'s settings, and every model they nest) has a non-empty description.
+`roll train` and `roll sft`, rock's admin, worker and proxy settings, iflow's settings, the data recipe,
+`rome data collect`'s and `filter`'s settings, and every model they nest) has a non-empty description.
 
 The models are found, not listed: every BaseModel defined in a config module (roll/**/config.py,
 rock/**/config.py, and the *_config.py modules beside them) plus the roots below, walked through every
@@ -24,6 +24,7 @@ ROOTS = (
     "iflow.llm:LLMConfig",
     "rock.proxy.types:ProxyConfig",
     "rome.data.collect:CollectSettings",
+    "rome.data.filter:HeuristicLimits",
 )
 
 
