@@ -30,12 +30,16 @@ def fleet(
     ready: Path = typer.Option(..., help="File the admin's URL is written to once its worker is up."),
     slots: int | None = typer.Option(None, help="Sandboxes the local worker holds at most."),
     packages: str | None = typer.Option(None, help="online|offline; default $ALE_PACKAGES, else online."),
+    build_context_root: list[Path] | None = typer.Option(
+        None, help="A folder the fleet builds images from (a task set); repeatable."
+    ),
 ) -> None:
     """A private fleet (admin and one local worker on free loopback ports) until SIGTERM or until --parent-pid
-    exits; its containers and state are removed then. Clients start it with rock.sdk's PrivateFleet."""
+    exits; its containers and state are removed then. The base images are built first when missing. Clients
+    start it with rock.sdk's PrivateFleet."""
     from rock.fleet import serve_private
 
-    serve_private(slots, packages, parent_pid, ready)
+    serve_private(slots, packages, parent_pid, ready, build_context_root or [])
 
 
 @app.command()

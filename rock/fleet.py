@@ -300,14 +300,20 @@ def _stop_when_orphaned(
             return
 
 
-def serve_private(slots: int | None, packages: str | None, parent_pid: int, ready: Path) -> None:
-    """`rock fleet`: one private fleet (`LocalFleet`, with the package cache `packages` asks for) until
-    SIGTERM or until the process `parent_pid` is gone; then everything it made is removed. The admin's URL is
-    written to `ready` (whole, by rename) once its worker registered. Clients start it through
+def serve_private(
+    slots: int | None, packages: str | None, parent_pid: int, ready: Path, build_roots: list[Path]
+) -> None:
+    """`rock fleet`: one private fleet (`LocalFleet`, with the package cache `packages` asks for, building
+    images from `build_roots`) until SIGTERM or until the process `parent_pid` is gone; then everything it
+    made is removed. The base images (`rock image bootstrap`) are built first where missing. The admin's URL
+    is written to `ready` (whole, by rename) once its worker registered. Clients start it through
     `rock.sdk.private_fleet.PrivateFleet`."""
+    from rock.images.bootstrap import ensure_base_images
     from rock.packages.mode import default_mode, fleet_admin_args
 
+    ensure_base_images()
     admin_args = fleet_admin_args(packages or default_mode())  # type: ignore[arg-type]
+    admin_args += [arg for root in build_roots for arg in ("--build-context-root", str(root.resolve()))]
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stopped.set())
     # stop_with_parent: should this process be killed, its admin and worker still take their sandboxes along.

@@ -24,12 +24,15 @@ from rock.envs.hub import EnvCaller, EnvHub
 from rock.envs.routes import env_router, install_env_errors
 from rock.request_limits import client_watch
 from rock.sdk import checks
+from rock.sdk.errors import ImageFailed, WorkerUnavailable
 from rock.sdk.types import (
     CreateGroupRequest,
     CreateSandboxRequest,
     ExecRequest,
     ForwardRequest,
     GroupCreated,
+    ImageInfo,
+    ImageRequest,
     NetworkRequest,
     RunRequest,
     SandboxInfo,
@@ -130,6 +133,12 @@ def create_app(admin: Admin, envs_admin_url: str | None = None) -> FastAPI:
         """N sandboxes of one spec; 201 with every member, running or why not (`summary` says which)."""
         async with client_watch(request) as gone:
             return _created(await admin.create_group(body, who, gone))
+
+    @app.post("/v1/images", responses=R.errors(ImageFailed, WorkerUnavailable, json_body=True))
+    async def ensure_image(body: ImageRequest, _caller: Caller) -> ImageInfo:
+        """Build a folder (one of the operator's build roots) or resolve an image name on a worker: its tag,
+        working directory and notes."""
+        return await admin.images.make(body)
 
     @app.get("/v1/sandboxes", responses=R.errors())
     async def list_sandboxes(who: Caller, all: bool = False) -> list[SandboxInfo]:

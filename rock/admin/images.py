@@ -5,17 +5,23 @@ from a worker that holds it: that worker's `docker save` streamed through the ad
 
 An image no worker holds under its name (an alias such as `python:3.11`, or a build context) is left to the
 worker, which resolves or builds it as before.
+
+`ImageCopies.make` answers the user API's `POST /v1/images` (`ImageRequest`): one worker builds the folder
+(one of the operator's build roots) or resolves the name and reports the tag, working directory and notes;
+the tag counts as held there at once, so the sandboxes made from it go there or get a copy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from typing import TYPE_CHECKING
 
-from rock.sdk.errors import RockError, SandboxFailed
-from rock.sdk.types import FailureReason
-from rock.worker.contract import IMAGES_PATH
+from rock.images.build import SANDBOX_BUILD_TIMEOUT
+from rock.sdk.errors import BadRequest, RockError, SandboxFailed, WorkerUnavailable
+from rock.sdk.types import FailureReason, parse_memory
+from rock.worker.contract import IMAGE_ENSURE_PATH, IMAGES_PATH, ImageInfo, ImageRequest
 
 if TYPE_CHECKING:
     from rock.admin.service import Admin
@@ -23,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("rock.admin")
 TRANSFER_TIMEOUT = 600.0
 """Seconds one image may take to go from one worker to another."""
+RESOLVE_TIMEOUT = 60.0
+"""Seconds a worker may take to resolve an image name (and beyond a build's own deadline, to answer)."""
 
 
 def tag_of(image: str) -> str:
@@ -72,6 +80,46 @@ class ImageCopies:
             raise failure from exc
         finally:
             del self._copying[key]
+
+    async def make(self, request: ImageRequest) -> ImageInfo:
+        """Build or resolve `request` on one worker: BadRequest for a folder outside the operator's build
+        roots or sizes over the admin's limits, ImageFailed (from the worker) when it fails."""
+        limits = self.admin.config.limits
+        if request.build_context is not None:
+            limits.check_build_context(request.build_context)
+        if request.cpus > limits.max_cpus:
+            raise BadRequest(f"cpus={request.cpus} is over this admin's limit max_cpus={limits.max_cpus}")
+        if request.memory_bytes > parse_memory(limits.max_memory):
+            raise BadRequest(
+                f"memory={request.memory} is over this admin's limit max_memory={limits.max_memory}; ask "
+                "for less"
+            )
+        worker_id = self._builder(request)
+        timeout = RESOLVE_TIMEOUT + (SANDBOX_BUILD_TIMEOUT if request.build_context is not None else 0.0)
+        response = await self.admin._send(
+            worker_id, "POST", IMAGE_ENSURE_PATH, json=request.model_dump(), timeout=timeout
+        )
+        info = ImageInfo.model_validate_json(response.content)
+        worker = self.admin.scheduler.workers.get(worker_id)
+        if worker is not None and worker.images is not None:
+            worker.images = worker.images | {tag_of(info.tag)}
+        return info
+
+    def _builder(self, request: ImageRequest) -> str:
+        """The worker that makes `request`: one that holds the image by name, else the same worker for the
+        same folder or name each time (while the fleet's workers stay), so one build serves them all."""
+        scheduler = self.admin.scheduler
+        live = sorted(w for w in scheduler.workers if w not in scheduler.unreachable)
+        if not live:
+            raise WorkerUnavailable(
+                "no worker is connected to build or resolve the image; retry in a few seconds"
+            )
+        if request.image is not None:
+            holders = sorted(self.holders(request.image) & set(live))
+            if holders:
+                return holders[0]
+        key = request.build_context or request.image or ""
+        return live[int(hashlib.sha256(key.encode()).hexdigest(), 16) % len(live)]
 
     async def _copy(self, source: str, target: str, tag: str) -> None:
         log.info("copying image %s from worker %s to worker %s", tag, source, target)

@@ -101,6 +101,18 @@ def rewrite_dockerfile(text: str, resolve: Callable[[str], str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def base_names(text: str) -> list[str]:
+    """The images a Dockerfile builds on (FROM and COPY --from, not its own stages), in order, once each."""
+    names: list[str] = []
+    rewrite_dockerfile(text, lambda name: names.append(name) or name)  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(names))
+
+
+def workdir_of(client: Any, image: str) -> str:
+    """The image's WORKDIR, `/` when it sets none."""
+    return client.images.get(image).attrs["Config"].get("WorkingDir") or "/"
+
+
 def context_hash(context: Path, dockerfile_text: str, extra: list[str]) -> str:
     digest = hashlib.sha256(dockerfile_text.encode())
     for item in extra:
@@ -179,10 +191,12 @@ def build_image(
     aliases: ImageAliases | None = None,
     package_cache: PackageCacheArgs | None = None,
     limits: BuildLimits | None = None,
+    repository: str | None = None,
 ) -> str:
     """Build `context_dir`'s Dockerfile with its FROM lines resolved through the alias table; returns the tag.
 
-    Without `tag` the image is named `ale/build-<folder>:<content hash>`; an image already built from the
+    Without `tag` the image is named `<repository>:<content hash>` (`repository` defaults to
+    `ale/build-<folder>`); an image already built from the
     same content (and base images) is returned without building. With `package_cache`, `pip`, `uv` and
     `apt-get` steps of the build fetch through the fleet's cache (see `PackageCacheArgs`). With `limits`
     (a build for a sandbox), the build gets the sandbox's network, memory and CPUs and a deadline.
@@ -204,7 +218,7 @@ def build_image(
         text = package_cache.declare(text)
     base_ids = sorted(f"{name}={client.images.get(local).id}" for name, local in used.items())
     digest = context_hash(context, text, base_ids)
-    tag = tag or f"ale/build-{_slug(context.name)}:{digest[:12]}"
+    tag = tag or f"{repository or 'ale/build-' + _slug(context.name)}:{digest[:12]}"
     if image_exists(client, tag) and client.images.get(tag).labels.get(CONTEXT_LABEL) == digest:
         return tag
     params = {"buildargs": json.dumps(package_cache.args), "networkmode": "host"} if package_cache else {}

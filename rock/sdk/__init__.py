@@ -1,5 +1,6 @@
-"""The ROCK SDK: `Sandbox`, `AsyncSandbox`, their wire types and typed errors; `make`, the client of GEM
-environments hosted on ROCK (`rock.envs`).
+"""The ROCK SDK: `Sandbox`, `AsyncSandbox`, `Images` and `AsyncImages` (images built or resolved by the
+fleet), their wire types and typed errors; `make`, the client of GEM environments hosted on ROCK
+(`rock.envs`).
 
 Names load on first use, so `rock --help` (which imports `rock.sdk.cli`) does not pay for httpx and pydantic.
 """
@@ -11,8 +12,13 @@ _EXPORTS = {
     "Sandbox": "rock.sdk.sandbox",
     "SandboxGroup": "rock.sdk.sandbox",
     "SandboxOptions": "rock.sdk.sandbox",
+    "AsyncImages": "rock.sdk.images",
+    "Images": "rock.sdk.images",
+    "ImageInfo": "rock.sdk.types",
+    "ImageRequest": "rock.sdk.types",
     "CapacityExceeded": "rock.sdk.errors",
     "CommandTimeout": "rock.sdk.errors",
+    "ImageFailed": "rock.sdk.errors",
     "QuotaExceeded": "rock.sdk.errors",
     "RockError": "rock.sdk.errors",
     "SandboxFailed": "rock.sdk.errors",

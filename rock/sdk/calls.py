@@ -32,6 +32,8 @@ from rock.sdk.types import (
     ExecRequest,
     ForwardRequest,
     GroupCreated,
+    ImageInfo,
+    ImageRequest,
     NetworkRequest,
     Observation,
     RunRequest,
@@ -44,6 +46,7 @@ DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 SLACK = 30.0
 """Seconds an HTTP call may take beyond its command's own timeout."""
 GROUP_PATH = "/v1/sandbox-groups"
+IMAGES_PATH = "/v1/images"
 GROUP_SLACK_PER_MEMBER = 1.0
 """Seconds a group create may take per member beyond one create's bound (the workers start theirs at once,
 Docker a few at a time)."""
@@ -249,4 +252,16 @@ def forward(sandbox_id: str, port: int, target_socket: str) -> Call[int]:
     body = ForwardRequest(port=port, target_socket=target_socket)
     return Call(
         "POST", f"/v1/sandboxes/{sandbox_id}/forward", lambda r: int(r.json()["port"]), json=body.model_dump()
+    )
+
+
+def ensure_image(request: ImageRequest) -> Call[ImageInfo]:
+    """Build or resolve an image on the fleet (a build the worker cuts off at its deadline, so no bound
+    here, as for a create with a build_context)."""
+    return Call(
+        "POST",
+        IMAGES_PATH,
+        lambda r: ImageInfo.model_validate_json(r.content),
+        json=request.model_dump(),
+        timeout=None,
     )

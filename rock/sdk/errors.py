@@ -77,6 +77,13 @@ class SandboxFailed(RockError):
         self.reason = reason
 
 
+class ImageFailed(RockError):
+    """An image asked of the fleet (`Images.ensure`) did not build or resolve; the message says why, with
+    the tail of the build log."""
+
+    status = 422
+
+
 class CommandTimeout(RockError):
     """A command ran past its timeout and was killed; its session stays usable.
 
@@ -132,6 +139,7 @@ ERROR_TYPES: dict[str, type[RockError]] = {
         CapacityExceeded,
         QuotaExceeded,
         SandboxFailed,
+        ImageFailed,
         CommandTimeout,
         WorkerUnavailable,
         AdminUnavailable,

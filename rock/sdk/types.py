@@ -40,6 +40,8 @@ __all__ = [
     "ForwardRequest",
     "GroupCreated",
     "GroupMember",
+    "ImageInfo",
+    "ImageRequest",
     "NetworkRequest",
     "Observation",
     "RunRequest",
@@ -192,6 +194,67 @@ class CreateGroupRequest(CreateSandboxRequest):
     """`count` sandboxes of one spec in one request (a training step's group, a task's attempts)."""
 
     count: int = Field(ge=1, le=MAX_GROUP)
+
+
+_REPOSITORY = r"^[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*$"
+
+
+class ImageRequest(BaseModel):
+    """POST /v1/images: an image made ready on the fleet, built from a folder with a Dockerfile on the
+    workers' hosts (`build_context`, one of the operator's build roots) or resolved by name (`image`, through
+    the alias table). A build runs under a sandbox's limits: `cpus` and `memory` for each RUN step, the
+    network `network` names, and a deadline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    build_context: SandboxPath | None = None
+    dockerfile: str = Field("Dockerfile", min_length=1, max_length=255, pattern=r"^[^/\x00]+$")
+    """The Dockerfile's name in `build_context`."""
+    image: str | None = Field(None, max_length=MAX_PATH)
+    repository: str | None = Field(None, max_length=200, pattern=_REPOSITORY)
+    """The built image's name; its tag is always the hash of what it was built from, so two contexts never
+    share a tag and no build can take the name of an image it was not built from. None:
+    `ale/build-<folder>`."""
+    network: Literal["none", "packages", "bridge"] = "none"
+    """The build's RUN steps: `none` (default), `packages` (pip, uv and apt reach the fleet's package cache;
+    needs `rock admin serve --package-cache`), `bridge` (the full network, opt-in)."""
+    cpus: float = Field(1.0, ge=MIN_CPUS, le=MAX_CPUS, allow_inf_nan=False)
+    memory: str = Field("2g", max_length=64)
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_is_a_limit(cls, value: str) -> str:
+        return sandbox_memory(value)
+
+    @field_validator("image")
+    @classmethod
+    def _image_is_a_reference(cls, value: str | None) -> str | None:
+        return None if value is None else image_reference(value)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImageRequest:
+        if (self.build_context is None) == (self.image is None):
+            raise ValueError(
+                "give exactly one of build_context (a folder to build) and image (a name to resolve)"
+            )
+        return self
+
+    @property
+    def memory_bytes(self) -> int:
+        return parse_memory(self.memory)
+
+
+class ImageInfo(BaseModel):
+    """The answer to an `ImageRequest`: the image sandboxes are created from, and what to know of it."""
+
+    tag: str
+    """`repository:tag` on the worker that made it (the admin copies it to others as sandboxes need it)."""
+    workdir: str
+    """The image's WORKDIR (`/` when it sets none): ROCK starts commands in $HOME, `docker run` here."""
+    notes: list[str] = Field(default_factory=list)
+    """One line per base image whose local stand-in differs from it (another Python, Debian for Ubuntu)."""
+    worker: str | None = None
+    """The worker that built or resolved it."""
 
 
 class SandboxInfo(BaseModel):

@@ -22,10 +22,11 @@ from rock.sdk.errors import (
 )
 from rock.sdk.types import NetworkRequest
 from rock.serving import bearer_token, error_response, install_error_handlers, same_secret
-from rock.worker import image_transfer
+from rock.worker import image_builds, image_transfer
 from rock.worker.contract import (
     GROUP_PATH,
     HEALTH_PATH,
+    IMAGE_ENSURE_PATH,
     IMAGES_PATH,
     CreatedOnWorker,
     CreatedShare,
@@ -33,6 +34,8 @@ from rock.worker.contract import (
     CreateShare,
     ExecRequest,
     ForwardRequest,
+    ImageInfo,
+    ImageRequest,
     RunRequest,
     SessionAck,
     SessionRequest,
@@ -106,6 +109,10 @@ def create_worker_app(
     async def load_image(request: Request) -> dict[str, list[str]]:
         archive = await image_transfer.spool(request.stream(), worker.config.state_dir)
         return {"loaded": await worker._blocking(image_transfer.load_file, worker.docker, archive)}
+
+    @app.post(IMAGE_ENSURE_PATH)
+    async def ensure_image(body: ImageRequest) -> ImageInfo:
+        return await image_builds.ensure(worker, body)
 
     @app.get("/v1/sandboxes")
     async def list_sandboxes() -> list[WorkerSandbox]:

@@ -1,8 +1,9 @@
 """The admin↔worker wire contract: every request and reply model of that hop, imported by both ends.
 
 Calls on a sandbox the admin forwards unchanged from its users (run, exec, sessions, forward) reuse the SDK's
-request models; their replies are the rocklet's (`rock.rocklet.types`), passed through. Everything else the
-two speak (creating a container, listing them, heartbeats) is defined here.
+request models; their replies are the rocklet's (`rock.rocklet.types`), passed through. An image request is
+the SDK's too (`ImageRequest`, answered with `ImageInfo`). Everything else the two speak (creating a
+container, listing them, heartbeats) is defined here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from rock.sdk.types import (
     ErrorBody,
     ExecRequest,
     ForwardRequest,
+    ImageInfo,
+    ImageRequest,
     RunRequest,
     SandboxSpec,
     SessionRequest,
@@ -28,6 +31,7 @@ __all__ = [
     "HEALTH_PATH",
     "HEARTBEAT_PATH",
     "IMAGES_PATH",
+    "IMAGE_ENSURE_PATH",
     "CreateOnWorker",
     "CreateShare",
     "CreatedOnWorker",
@@ -36,6 +40,8 @@ __all__ = [
     "ForwardRequest",
     "Heartbeat",
     "HeartbeatReply",
+    "ImageInfo",
+    "ImageRequest",
     "RunRequest",
     "SessionAck",
     "SessionRequest",
@@ -52,6 +58,9 @@ HEARTBEAT_PATH = "/v1/workers/heartbeat"
 IMAGES_PATH = "/v1/images"
 """On a worker: GET IMAGES_PATH/archive?name=TAG streams the image's `docker save` archive; POST IMAGES_PATH
 with such an archive as body loads it (`docker load`), answering the tags loaded."""
+IMAGE_ENSURE_PATH = IMAGES_PATH + "/ensure"
+"""On a worker: POST an `ImageRequest` (the admin's user request, passed on once it checked the build folder
+is one of the operator's) to build or resolve it there; answers its `ImageInfo`."""
 GROUP_PATH = "/v1/sandbox-groups"
 """On a worker: POST `CreateShare` starts a group create's share of this worker at once (`CreatedShare`). On
 the admin: POST `CreateGroupRequest` (the user API)."""
