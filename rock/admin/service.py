@@ -388,14 +388,16 @@ class Admin:
                 self._fail(info, FailureReason.EXITED, sandbox.detail or "the sandbox's container exited")
             elif sandbox.status in ("disk_quota", "socket_tampered"):
                 self._fail(info, FailureReason(sandbox.status), sandbox.detail or sandbox.status)
-        for info in [self._live[sid] for sid in self._on_worker.get(beat.worker_id, ())]:
+        sure_listed = beat.listed_at - _CLOCK_SKEW  # a sandbox started before this must be in the list
+        for info in [
+            self._live[sid] for sid in self._on_worker.get(beat.worker_id, ()) if sid not in reported
+        ]:
             if (
                 info.worker_id == beat.worker_id
                 and info.state is S.RUNNING
-                and info.id not in reported
                 and info.id not in self._stopping
                 and info.started_at is not None
-                and info.started_at < beat.listed_at - _CLOCK_SKEW
+                and info.started_at < sure_listed
             ):
                 self._fail(
                     info,
