@@ -131,6 +131,7 @@ def test_a_killed_worker_costs_only_its_episodes_and_leaves_no_sandbox(
     import ray
 
     from roll.pipeline.cluster import Cluster
+    from roll.rollout.terminal.run import TerminalRun
     from roll.rollout.terminal.tasks import prepare_terminal_env
 
     # Every call takes 2 s, so episodes stay in their sandboxes long enough to be caught there. Two engines:
@@ -144,18 +145,19 @@ def test_a_killed_worker_costs_only_its_episodes_and_leaves_no_sandbox(
     config["env"]["agent"]["placement"] = "sandbox"
     config = validate_config(TrainConfig, config)
     prepare_terminal_env(config.env)
-    cluster = Cluster(config, config.trainer.model, step=0, next_group=0, start_points=None)
+    cluster = Cluster(config, config.trainer.model, step=0, next_group=0)
     client = docker.from_env()
     try:
         cluster.sync_weights()
         cluster.set_step(0)
-        assert cluster.terminal is not None
+        terminal = cluster.env_run
+        assert isinstance(terminal, TerminalRun)
         deadline = time.monotonic() + 180
         held: dict[str, list[str]] = {}
         while not held:
             assert time.monotonic() < deadline, "no rollout worker ever held a sandbox"
             time.sleep(0.1)
-            held = ray.get(cluster.terminal.ledger.held.remote())
+            held = ray.get(terminal.ledger.held.remote())
         victim, sandboxes = next(iter(held.items()))
         leased = ray.get(cluster.buffer.in_flight.remote(victim))
         ray.kill(cluster.workers[victim])
@@ -167,7 +169,7 @@ def test_a_killed_worker_costs_only_its_episodes_and_leaves_no_sandbox(
         stats = cluster.buffer_stats()
         assert stats["resampled_lost"] >= 1 and leased  # its episodes play again
         assert stats["infra_failed"] == 0  # the other worker's episodes went on undisturbed
-        assert victim not in ray.get(cluster.terminal.ledger.held.remote())
+        assert victim not in ray.get(terminal.ledger.held.remote())
         deadline = time.monotonic() + 60
         while left := [
             s for s in sandboxes if client.api.containers(all=True, filters={"label": f"rock.sandbox={s}"})
