@@ -32,12 +32,15 @@ TORCH_FREE = (
     "rock.sdk",
     "rock.sdk.sandbox",
     "rock.sdk.envs",
+    "rock.sdk.images",
     "rock.sdk.private_fleet",
     "rock.sdk.runtime",
     "rock.sdk.host_python",
     "rock.sdk.tables",
     "rock.observation",
     "roll.types",
+    "rome.terminal_tasks.images",
+    "rome.terminal_tasks.rock_sandbox",
 )
 
 
@@ -149,17 +152,8 @@ ENTRY_POINT = (
     "rome.data imports roll (and rome.bench, which imports roll.view -> roll.pipeline): the pipeline must "
     "run above roll (a rome command that prepares the data, then starts `roll train` on it), not inside it"
 )
-IMAGES = (
-    "task images are built and resolved with rock.images on the caller's Docker; they must be built by the "
-    "fleet (a build_context sandbox spec, an image API on the admin) and named through rock.sdk"
-)
 NOT_YET: dict[str, str] = {
     "roll.rollout.terminal.data_stage -> rome.data.recipe": ENTRY_POINT,
-    "roll.rollout.terminal.tasks -> rock.images": IMAGES,
-    "rome.terminal_tasks.images -> rock.images.aliases": IMAGES,
-    "rome.terminal_tasks.images -> rock.images.build": IMAGES,
-    "rome.terminal_tasks.images -> rock.images.errors": IMAGES,
-    "rome.terminal_tasks.rock_sandbox -> rock.images.build": IMAGES,
 }
 
 

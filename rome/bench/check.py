@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from rome.terminal_tasks.images import image_notes
+from rome.terminal_tasks.images import base_images
 from rome.terminal_tasks.network import grant
 from rome.terminal_tasks.task import Task
 
@@ -157,3 +157,16 @@ def seeded_cache() -> Path | None:
     from rock.packages.cache import default_folder
 
     return default_folder() if (default_folder() / "pypi").is_dir() else None
+
+
+def image_notes(task: Task) -> list[str]:
+    """A note for each base image whose local stand-in (this host's alias table) differs from it: another
+    Python, Debian for Ubuntu."""
+    from rock.images.aliases import difference, load_aliases
+    from rock.images.errors import ImageConfigError
+
+    try:
+        table = load_aliases()
+    except ImageConfigError:
+        return []
+    return [note for name in base_images(task) if (note := difference(name, table)) is not None]

@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from rock.sdk import ImageInfo, ImageRequest
 from rome.terminal_tasks.network import grant
 from rome.terminal_tasks.sandbox import (
     BACKSTOP_SEC,
@@ -119,5 +120,29 @@ class DockerProvider:
         self._client = docker.from_env()
         self.allow_internet = allow_internet
 
-    def open(self, image: str, task: Task) -> TrialSandbox:
-        return DockerSandbox(self._client, image, task, self.allow_internet)
+    def image(self, task: Task) -> ImageInfo:
+        """The task's image built on this host's Docker (no fleet here), under a sandbox's build limits: no
+        network unless the operator consented to the full one and the task asks for it."""
+        from rock.images.ensure import ensure_local
+        from rock.images.errors import ImageError
+        from rome.terminal_tasks.images import BUILD_MEMORY_MB, TaskImageError, image_repository
+
+        network = "bridge" if self.allow_internet and task.network.most == "full" else "none"
+        try:
+            if task.build_context is None or task.dockerfile is None:
+                request = ImageRequest(image=task.image or "")
+            else:
+                request = ImageRequest(
+                    build_context=str(task.build_context.resolve()),
+                    dockerfile=task.dockerfile.name,
+                    repository=image_repository(task),
+                    network=network,
+                    cpus=task.cpus,
+                    memory=f"{max(task.memory_mb, BUILD_MEMORY_MB)}m",
+                )
+            return ensure_local(request, self._client)
+        except (ImageError, ValueError) as exc:
+            raise TaskImageError(f"{task.id}: image build failed: {exc}") from exc
+
+    def open(self, image: ImageInfo, task: Task) -> TrialSandbox:
+        return DockerSandbox(self._client, image.tag, task, self.allow_internet)

@@ -17,13 +17,14 @@ from pydantic import ValidationError
 from rome.bench.agents import make_agent
 from rome.bench.atif import write_trial_trajectory
 from rome.bench.trial import TrialResult, run_trial
-from rome.terminal_tasks.images import TaskImageError, ensure_image
+from rome.terminal_tasks.images import TaskImageError
 from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import Task
 
 if TYPE_CHECKING:
-    from rock.images.build import PackageCacheArgs
     from rock.packages.mode import PackagesMode
+    from rock.sdk import ImageInfo
+    from rome.bench.staging import Staging
 
 ProgressHook = Callable[[TrialResult], None]
 
@@ -67,7 +68,9 @@ def sandbox_provider(
 
     The private fleet runs the package cache ($ALE_HOME/package-cache, seeded by set-up) as `packages` says
     (rock.packages.mode: online by default, offline when the registries cannot be reached); offline it
-    serves what was seeded from its own copy. `allow_internet` is the operator's consent to `full`.
+    serves what was seeded from its own copy; it builds task images from copies of their folders
+    (rome.bench.staging). A fleet at `admin_url` builds them where they are, so they must lie under its
+    build roots. `allow_internet` is the operator's consent to `full`.
     """
     if kind == "docker":
         from rome.bench.docker_sandbox import DockerProvider
@@ -79,17 +82,23 @@ def sandbox_provider(
     if admin_url:
         yield grouped_rock_provider(admin_url, allow_internet)
         return
-    from rock.fleet import LocalFleet
+    from rock.fleet import LocalFleet, short_tmp
     from rock.packages.mode import default_mode, fleet_admin_args
+    from rome.bench.staging import Staging
 
-    admin_args = fleet_admin_args(packages or default_mode())
-    with LocalFleet(stop_with_parent=True, admin_args=admin_args) as fleet:
-        yield grouped_rock_provider(fleet.url, allow_internet)
+    state_dir = short_tmp("rock-fleet-")
+    staging = Staging(state_dir / "contexts")
+    admin_args = [*fleet_admin_args(packages or default_mode()), "--build-context-root", str(staging.root)]
+    with LocalFleet(state_dir, stop_with_parent=True, admin_args=admin_args) as fleet:
+        yield grouped_rock_provider(fleet.url, allow_internet, staging)
 
 
-def grouped_rock_provider(admin_url: str | None, allow_internet: bool) -> SandboxProvider:
+def grouped_rock_provider(
+    admin_url: str | None, allow_internet: bool, staging: Staging | None = None
+) -> SandboxProvider:
     """A `RockProvider` whose trials that start together (a task's attempts, in the run's order) get their
-    sandboxes from one group create."""
+    sandboxes from one group create. With `staging` (a private fleet's), task folders are built from copies
+    in the fleet's staging root; without, they must lie under one of the fleet's build roots."""
     from rock.sdk.grouping import GroupedOpens
     from rome.terminal_tasks.rock_sandbox import RockProvider, RockSandbox
 
@@ -98,7 +107,13 @@ def grouped_rock_provider(admin_url: str | None, allow_internet: bool) -> Sandbo
             super().__init__(admin_url, allow_internet)
             self.opens = GroupedOpens()
 
-        def open(self, image: str, task: Task) -> RockSandbox:
+        def image(self, task: Task) -> ImageInfo:
+            if staging is None:
+                return super().image(task)
+            with staging.lock(task):
+                return super().image(staging.stage(task))
+
+        def open(self, image: ImageInfo, task: Task) -> RockSandbox:
             return RockSandbox(
                 image, task, self.admin_url, self.allow_internet, self.package_cache, self.opens.open
             )
@@ -108,20 +123,19 @@ def grouped_rock_provider(admin_url: str | None, allow_internet: bool) -> Sandbo
 
 @dataclass(frozen=True)
 class BuildOutcome:
-    image: str | None
+    image: ImageInfo | None
     error: str | None
     seconds: float
 
 
-def build_all(
-    tasks: list[Task], workers: int, package_cache: PackageCacheArgs | None = None
-) -> dict[str, BuildOutcome]:
-    """Build each task's image once (cached by content); a failed build is recorded, not raised."""
+def build_all(tasks: list[Task], workers: int, provider: SandboxProvider) -> dict[str, BuildOutcome]:
+    """Build each task's image once where `provider` runs sandboxes (cached by content); a failed build is
+    recorded, not raised."""
 
     def build(task: Task) -> BuildOutcome:
         t0 = time.monotonic()
         try:
-            return BuildOutcome(ensure_image(task, package_cache), None, time.monotonic() - t0)
+            return BuildOutcome(provider.image(task), None, time.monotonic() - t0)
         except TaskImageError as exc:
             return BuildOutcome(None, str(exc), time.monotonic() - t0)
 
@@ -171,8 +185,7 @@ def run_trials(
 
     with contextlib.ExitStack() as stack:
         sandboxes = provider or stack.enter_context(sandbox_provider())
-        build_cache = getattr(sandboxes, "build_cache", None)
-        builds = build_all(needed, workers=min(concurrency, 2), package_cache=build_cache)
+        builds = build_all(needed, workers=min(concurrency, 2), provider=sandboxes)
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = [pool.submit(one, t, a, sandboxes) for t, a in pending]
             for future in as_completed(futures):

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from rock.sdk import ImageInfo
 from rome.bench.agents import Agent, CommandRecord
 from rome.bench.verdict import (
     AGENT_CRASHED,
@@ -31,7 +32,6 @@ from rome.bench.verdict import (
 from rome.terminal_tasks.artifacts import ARTIFACTS_MOUNT
 from rome.terminal_tasks.artifacts import collect as collect_artifacts
 from rome.terminal_tasks.healthcheck import wait_healthy
-from rome.terminal_tasks.images import image_notes
 from rome.terminal_tasks.network import phase_policies
 from rome.terminal_tasks.sandbox import CommandResult, SandboxError, SandboxProvider, TrialSandbox
 from rome.terminal_tasks.task import SOLUTION_MOUNT, TESTS_MOUNT, VERIFIER_LOGS, Task
@@ -181,7 +181,7 @@ def run_trial(
     attempt: int,
     agent: Agent,
     provider: SandboxProvider,
-    image: str | None,
+    image: ImageInfo | None,
     build_error: str | None = None,
     build_sec: float = 0.0,
     model: str | None = None,
@@ -204,7 +204,7 @@ def run_trial(
             category=task.category,
             difficulty=task.difficulty,
             instruction=task.instruction,
-            image=image,
+            image=image.tag if image is not None else None,
             started_at=_now(),
         )
         result.timings.build_sec = build_sec
@@ -440,7 +440,7 @@ def _run_in_sandbox(
     task: Task,
     agent: Agent,
     provider: SandboxProvider,
-    image: str,
+    image: ImageInfo,
     result: TrialResult,
     artifacts_dir: Path | None,
 ) -> None:
@@ -452,7 +452,7 @@ def _run_in_sandbox(
         return
     result.timings.sandbox_start_sec = time.monotonic() - t0
     result.network = getattr(sandbox, "network_policy", "none")
-    result.notes = image_notes(task) + list(getattr(sandbox, "notes", None) or [])
+    result.notes = list(image.notes) + list(getattr(sandbox, "notes", None) or [])
     try:
         if not _ready(sandbox, task, "environment", result):
             return

@@ -189,7 +189,7 @@ def collect(
         )
         proxy = stack.enter_context(ProxyThread(config))
         recordings = Recordings(calls_path)
-        builds = build_all(tasks, workers=min(settings.concurrency, 2))
+        builds = build_all(tasks, workers=min(settings.concurrency, 2), provider=provider)
 
         def one(task: Task, attempt: int) -> TrajectoryRecord:
             episode = f"{task.id}.{attempt}.{uuid.uuid4().hex[:8]}"

@@ -1,8 +1,8 @@
-"""The terminal-task library that rome-bench and training share; it imports only the ROCK SDK and builder.
+"""The terminal-task library that rome-bench and training share; it imports only the ROCK SDK.
 
 - `task`: the `Task` model and its loader for the Harbor / Terminal-Bench-Pro (`task.toml`) and older
   Terminal-Bench (`task.yaml`) layouts; a malformed folder becomes a `TaskLoadError` naming file and field.
-- `images.ensure_image(task)`: the task's image, built once through ROCK's builder.
+- `images.ensure_image(task, admin_url)`: the task's image, built by the fleet (`rock.sdk.Images`).
 - `sandbox`: what a task needs of a sandbox (`TrialSandbox`); `rock_sandbox.RockSandbox` is one on a fleet.
 - `verifier.verify(sandbox, task)`: the task's own tests, run after the agent, as a `Verdict` (the reward).
 - `steps`: Harbor multi-step tasks (`[[steps]]`) and how their rewards roll up; `network`: what a task asks of

@@ -65,7 +65,7 @@ class TerminalTaskEnv:
         """A fresh sandbox of the task; `seed` is accepted for the GEM signature (tasks are deterministic)."""
         self.close()
         try:
-            image = ensure_image(self.task)
+            image = ensure_image(self.task, self.admin_url)
             self.box = RockSandbox(image, self.task, self.admin_url)
             self.box.rock.create_session(SESSION, cwd=self.box.workdir)
         except (TaskImageError, SandboxError, RockError) as error:

@@ -1,16 +1,22 @@
-"""Task images: built through ROCK's image builder (alias table, content-hash cache), once per run."""
+"""Task images, made by the ROCK fleet (`rock.sdk.images.Images`): a worker builds the task's environment
+folder (which must lie under one of the fleet's build roots: `rock admin serve --build-context-root`, or
+`PrivateFleet(build_roots=...)`) through its alias table, and answers the tag, the image's working directory
+and how its base images differ from what the Dockerfile names. The caller needs no Docker of its own."""
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import TYPE_CHECKING
+from typing import Literal
 
+from rock.sdk import ImageInfo, Images, RockError
 from rome.terminal_tasks.task import Task
 
-if TYPE_CHECKING:
-    from rock.images.build import PackageCacheArgs
+BuildNetwork = Literal["none", "packages", "bridge"]
+BUILD_MEMORY_MB = 2048
+"""The least memory a task's build gets (its sandbox may ask for less than pip or apt need to install)."""
 
-_locks: dict[str, threading.Lock] = {}
+_locks: dict[tuple[str, str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
@@ -31,55 +37,63 @@ def base_images(task: Task) -> list[str]:
     return bases
 
 
-def image_notes(task: Task) -> list[str]:
-    """A note for each base image whose local stand-in differs from it (another Python, Debian for Ubuntu)."""
-    from rock.images.aliases import difference, load_aliases
-    from rock.images.errors import ImageConfigError
+class TaskImageError(RuntimeError):
+    """A task's image did not build or resolve on the fleet; the message carries the tail of the build log."""
+
+
+def image_repository(task: Task) -> str:
+    """`rome-bench/<task id>`; the fleet tags it with the hash of the build context, so two task folders with
+    one id but other files (two task sets, or a regenerated task) never share an image."""
+    name = "".join(
+        ch if (ch.isascii() and ch.isalnum()) or ch in "-_." else "-" for ch in task.id.lower()
+    ).strip("-_.")
+    return f"rome-bench/{name or 'task'}"
+
+
+def ensure_image(task: Task, admin_url: str | None, network: BuildNetwork | None = None) -> ImageInfo:
+    """The task's image on the fleet at `admin_url`: built from its environment folder (a build of content
+    built before returns at once) or its `image` resolved. `network`: what the build's RUN steps reach; None
+    is the fleet's package cache where it has one, else none. TaskImageError when it fails."""
+    url = fleet_url(admin_url)
+    network = network or default_build_network(url)
+    key = (url, str(task.path), network)
+    with _locks_guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    images = Images(admin_url=url)
+    with lock:  # the attempts of one task ask at once: one waits for the other's build, then finds it built
+        try:
+            if task.build_context is None or task.dockerfile is None:
+                return images.ensure(image=task.image or "")
+            return images.ensure(
+                build_context=str(task.build_context.resolve()),
+                dockerfile=task.dockerfile.name,
+                repository=image_repository(task),
+                network=network,
+                cpus=task.cpus,
+                memory=f"{max(task.memory_mb, BUILD_MEMORY_MB)}m",
+            )
+        except (RockError, ValueError) as exc:
+            raise TaskImageError(f"{task.id}: the fleet did not make its image: {exc}") from exc
+
+
+def fleet_url(admin_url: str | None) -> str:
+    from rock.sdk.calls import admin_url as resolve
+
+    return resolve(admin_url)
+
+
+def fleet_health(admin_url: str | None) -> dict:
+    """The admin's /health (its package cache, workers); {} when it does not answer."""
+    import httpx
 
     try:
-        table = load_aliases()
-    except ImageConfigError:
-        return []
-    return [note for name in base_images(task) if (note := difference(name, table)) is not None]
+        reply = httpx.get(f"{fleet_url(admin_url)}/health", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return reply if isinstance(reply, dict) else {}
 
 
-class TaskImageError(RuntimeError):
-    """A task's Dockerfile did not build; the message carries the tail of the build log."""
-
-
-def image_tag(task: Task) -> str:
-    """`rome-bench/<task id>:<hash of the build context>`: two task folders with one id but other files (two
-    task sets, or a regenerated task) never share a tag, so one build cannot swap the image under the other's
-    trials."""
-    from rock.images.build import context_hash
-
-    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in task.id.lower())
-    if task.build_context is None or task.dockerfile is None:
-        return f"rome-bench/{name}:latest"
-    digest = context_hash(task.build_context, task.dockerfile.read_text(), [])
-    return f"rome-bench/{name}:{digest[:12]}"
-
-
-def ensure_image(task: Task, package_cache: PackageCacheArgs | None = None) -> str:
-    """Build the task's image; ROCK's builder returns at once when the same content was built before.
-
-    With `package_cache`, the build's pip, uv and apt steps fetch through the fleet's package cache.
-    """
-    from rock.images.build import build_image, resolve_image
-    from rock.images.errors import ImageError
-
-    if task.build_context is None or task.dockerfile is None:
-        try:
-            return resolve_image(task.image or "")
-        except ImageError as exc:
-            raise TaskImageError(f"{task.id}: {exc}") from exc
-    tag = image_tag(task)
-    with _locks_guard:
-        lock = _locks.setdefault(tag, threading.Lock())
-    with lock:
-        try:
-            return build_image(
-                task.build_context, tag=tag, dockerfile=task.dockerfile.name, package_cache=package_cache
-            )
-        except ImageError as exc:
-            raise TaskImageError(f"{task.id}: image build failed: {exc}") from exc
+@functools.cache
+def default_build_network(admin_url: str) -> BuildNetwork:
+    """`packages` on a fleet with a package cache (a task's `pip install` builds offline), else `none`."""
+    return "packages" if fleet_health(admin_url).get("package_cache") else "none"

@@ -6,26 +6,22 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from rock.sdk import CommandTimeout, RockError, Sandbox
+from rock.sdk import CommandTimeout, ImageInfo, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
 from rome.terminal_tasks.grading_guard import Baseline, take_baseline
+from rome.terminal_tasks.images import (
+    BuildNetwork,
+    default_build_network,
+    ensure_image,
+    fleet_health,
+    fleet_url,
+)
 from rome.terminal_tasks.network import allowlist_cidrs, grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
 from rome.terminal_tasks.task import Task
 
 # A trial's sandbox lives at most this long past its agent's and verifier's timeouts.
 TTL_MARGIN_SEC = 900.0
-
-
-def image_workdir(image: str) -> str:
-    """The image's WORKDIR: commands run there, as they would in `docker run` (ROCK starts in $HOME)."""
-    import docker
-
-    client = docker.from_env()
-    try:
-        return client.images.get(image).attrs["Config"].get("WorkingDir") or "/"
-    finally:
-        client.close()
 
 
 # The ROCK sandbox network for each policy: `packages` has no network but the package cache's forwarder.
@@ -36,16 +32,18 @@ SANDBOX_NETWORK = {"none": "none", "packages": "packages", "allowlist": "bridge"
 class RockSandbox:
     def __init__(
         self,
-        image: str,
+        image: ImageInfo,
         task: Task,
         admin_url: str | None,
         allow_internet: bool = False,
         package_cache: bool = False,
         open_sandbox: Callable[..., Sandbox] = Sandbox,
     ) -> None:
-        """`open_sandbox`: makes the ROCK sandbox from `Sandbox`'s options (`GroupedOpens.open` to share one
-        group create with the trials that start at the same time)."""
-        self.workdir = image_workdir(image)
+        """`image`: the fleet's answer for the task's image (`images.ensure_image`); commands run in its
+        working directory, as they would in `docker run` (ROCK starts them in $HOME). `open_sandbox`: makes
+        the ROCK sandbox from `Sandbox`'s options (`GroupedOpens.open` to share one group create with the
+        trials that start at the same time)."""
+        self.workdir = image.workdir
         self.network_policy, note = grant(task.network.most, allow_internet, package_cache)
         self.notes = [note] if note else []
         egress: list[str] = []
@@ -59,7 +57,7 @@ class RockSandbox:
         self._phase_policy = self.network_policy
         try:
             self._sandbox = open_sandbox(
-                image=image,
+                image=image.tag,
                 cpus=task.cpus,
                 memory=f"{task.memory_mb}m",
                 network=SANDBOX_NETWORK[self.network_policy],  # type: ignore[arg-type]
@@ -72,7 +70,7 @@ class RockSandbox:
                 admin_url=admin_url,
             )
         except RockError as exc:
-            raise SandboxError(f"ROCK could not create a sandbox from {image}: {exc}") from exc
+            raise SandboxError(f"ROCK could not create a sandbox from {image.tag}: {exc}") from exc
         try:
             # Before any command of the agent's: what grading later compares the toolchain with.
             self.grading_baseline: Baseline | None = take_baseline(self)
@@ -148,41 +146,25 @@ class RockSandbox:
 
 
 class RockProvider:
-    """Sandboxes on the fleet at `admin_url`; `allow_internet` is the operator's consent to `full`."""
+    """Sandboxes (and the tasks' images) on the fleet at `admin_url`; `allow_internet` is the operator's
+    consent to `full`."""
 
     name = "rock"
 
     def __init__(self, admin_url: str | None = None, allow_internet: bool = False) -> None:
         self.admin_url = admin_url
         self.allow_internet = allow_internet
-        health = _fleet_health(admin_url)
-        self.package_cache = bool(health.get("package_cache"))
-        # Builds run on this host: they reach a fleet's cache on loopback only when the fleet is local too.
-        self.build_cache = None
-        if self.package_cache and _is_loopback(admin_url):
-            from rock.images.build import PackageCacheArgs
+        self.package_cache = bool(fleet_health(admin_url).get("package_cache"))
 
-            self.build_cache = PackageCacheArgs(str(health["pypi_cache"]), health.get("apt_cache"))
+    def image(self, task: Task) -> ImageInfo:
+        """The task's image, built by the fleet: with the full network when the operator consented to it and
+        the task asks for it, else with the fleet's package cache where it has one."""
+        return ensure_image(task, self.admin_url, self.build_network(task))
 
-    def open(self, image: str, task: Task) -> RockSandbox:
+    def build_network(self, task: Task) -> BuildNetwork:
+        if self.allow_internet and task.network.most == "full":
+            return "bridge"
+        return default_build_network(fleet_url(self.admin_url))
+
+    def open(self, image: ImageInfo, task: Task) -> RockSandbox:
         return RockSandbox(image, task, self.admin_url, self.allow_internet, self.package_cache)
-
-
-def _fleet_health(admin_url: str | None) -> dict:
-    import httpx
-
-    from rock.sdk.calls import admin_url as resolve
-
-    try:
-        reply = httpx.get(f"{resolve(admin_url)}/health", timeout=10).json()
-    except (httpx.HTTPError, ValueError):
-        return {}
-    return reply if isinstance(reply, dict) else {}
-
-
-def _is_loopback(admin_url: str | None) -> bool:
-    from urllib.parse import urlparse
-
-    from rock.sdk.calls import admin_url as resolve
-
-    return (urlparse(resolve(admin_url)).hostname or "") in ("127.0.0.1", "localhost", "::1")

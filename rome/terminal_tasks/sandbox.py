@@ -1,7 +1,8 @@
 """What a task needs of its sandbox: one small interface, backed by ROCK (`rock_sandbox`) or by Docker.
 
 Running a task needs only four things from its sandbox: run a shell command under a timeout, upload files,
-read a file back, and close. `SandboxProvider.open` makes one sandbox per attempt from a built image.
+read a file back, and close. `SandboxProvider.image` makes a task's image, `open` one sandbox per attempt
+from it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
+from rock.sdk import ImageInfo
 from rome.terminal_tasks.task import Task
 
 OUTPUT_CAP = 256 * 1024
@@ -45,7 +47,10 @@ class TrialSandbox(Protocol):
 class SandboxProvider(Protocol):
     name: str
 
-    def open(self, image: str, task: Task) -> TrialSandbox: ...
+    def image(self, task: Task) -> ImageInfo:
+        """The task's image where this provider's sandboxes run (TaskImageError when it does not build)."""
+
+    def open(self, image: ImageInfo, task: Task) -> TrialSandbox: ...
 
 
 def cap_output(text: str) -> str:

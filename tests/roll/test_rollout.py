@@ -107,7 +107,9 @@ def rock_admin_url() -> Iterator[str]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    with LocalFleet(slots=2) as fleet:
+    # The fleet builds the suite's task images: their folder is one of its build roots.
+    suite = Path(__file__).resolve().parents[2] / "rome" / "tasks"
+    with LocalFleet(slots=2, admin_args=["--build-context-root", str(suite)]) as fleet:
         yield fleet.url
 
 

@@ -62,7 +62,8 @@ def fleet_url() -> Iterator[str]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    with LocalFleet(slots=4) as fleet:
+    # The fleet builds the task's image from the suite's folder: one of its build roots.
+    with LocalFleet(slots=4, admin_args=["--build-context-root", str(SUITE)]) as fleet:
         yield fleet.url
 
 

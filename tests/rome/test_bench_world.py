@@ -53,7 +53,8 @@ def test_without_the_cache_a_network_need_is_an_infra_error_not_a_failure(tmp_pa
     from rock.fleet import LocalFleet
     from rome.terminal_tasks.rock_sandbox import RockProvider
 
-    with LocalFleet() as fleet:  # no package cache: the grader's uvx cannot reach an index
+    # No package cache: the grader's uvx cannot reach an index. The fixtures' folder is a build root.
+    with LocalFleet(admin_args=["--build-context-root", str(WORLD)]) as fleet:
         report = validate_tasks(suite.tasks, [], tmp_path, provider=RockProvider(fleet.url))
     (row,) = report.rows
     assert row.cannot_run is not None and not row.broken

@@ -210,7 +210,8 @@ def test_terminal_bench_bases_map_to_local_images_with_a_note(name, local, diffe
 
 
 def test_a_trial_notes_each_base_that_differs(tmp_path: Path) -> None:
-    from rome.terminal_tasks.images import base_images, image_notes
+    from rome.bench.check import image_notes
+    from rome.terminal_tasks.images import base_images
 
     d = tmp_path / "t"
     (d / "environment").mkdir(parents=True)

@@ -29,7 +29,8 @@ def admin_url() -> Iterator[str]:
     from rock.images import ensure_base_images
 
     ensure_base_images()
-    with LocalFleet(slots=2) as fleet:
+    # The fleet builds the task's image from the suite's folder: one of its build roots.
+    with LocalFleet(slots=2, admin_args=["--build-context-root", str(SUITE)]) as fleet:
         yield fleet.url
 
 

@@ -16,12 +16,13 @@ from typing import Any, Literal, Protocol
 
 from rock.proxy.client import ProxyClient
 from rock.proxy.types import EpisodeRecord
+from rock.sdk import ImageInfo
 from roll.rollout.terminal.agent import AgentOutcome, ResampledIflowAgent, expert_messages
 from roll.rollout.terminal.config import TerminalAgentConfig
 from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
 from roll.rollout.terminal.resampling.expert import ExpertStep
 from roll.rollout.terminal.serving import HostProxy
-from rome.terminal_tasks.images import TaskImageError, ensure_image
+from rome.terminal_tasks.images import TaskImageError
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.sandbox import SandboxError
 from rome.terminal_tasks.task import Task
@@ -35,7 +36,10 @@ POLICY_MODEL = "policy"
 
 
 class SandboxOpener(Protocol):
-    def open(self, image: str, task: Task) -> RockSandbox: ...
+    def image(self, task: Task) -> ImageInfo:
+        """The task's image on the fleet (TaskImageError when it does not build)."""
+
+    def open(self, image: ImageInfo, task: Task) -> RockSandbox: ...
 
 
 @dataclass
@@ -102,7 +106,7 @@ def _play(
     start: int,
 ) -> None:
     try:
-        image = ensure_image(task)
+        image = sandboxes.image(task)
     except TaskImageError as error:
         episode.failure_mode, episode.error = "build_error", str(error)
         return

@@ -70,7 +70,7 @@ class TerminalKind:
         return settings.model_copy(update=update)
 
     def check(self, settings: RunSettings) -> None:
-        """The tasks must load and their images build (built here once for every worker)."""
+        """The tasks must load (their images are built by the run's fleet once it is up: TerminalRun)."""
         from roll.rollout.terminal.tasks import prepare_terminal_env
 
         prepare_terminal_env(settings.env)

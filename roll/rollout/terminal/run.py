@@ -18,7 +18,7 @@ from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.evaluation import eval_tasks, held_out_tasks
 from roll.rollout.terminal.resampling.start_points import StartPoints
 from roll.rollout.terminal.sandboxes import SandboxLedger, delete_sandboxes
-from roll.rollout.terminal.tasks import load_terminal_tasks, oracle_experts
+from roll.rollout.terminal.tasks import build_task_images, load_terminal_tasks, oracle_experts
 
 if TYPE_CHECKING:
     from roll.rollout.env_kind import RunSettings
@@ -48,10 +48,19 @@ class TerminalRun:
         if admin_url is None:
             from rock.sdk.private_fleet import PrivateFleet
 
-            # A driver killed without cleaning up still takes the fleet and its sandboxes with it.
-            self.fleet = PrivateFleet(slots=env.rock.slots, packages=env.rock.packages).__enter__()
+            # A driver killed without cleaning up still takes the fleet and its sandboxes with it. The fleet
+            # builds the task images from the tasks folder (and the base images when it starts).
+            self.fleet = PrivateFleet(
+                slots=env.rock.slots, packages=env.rock.packages, build_roots=[env.tasks_dir]
+            ).__enter__()
             admin_url = self.fleet.url
         self.admin_url = admin_url
+        try:
+            build_task_images(load_terminal_tasks(env) + load_terminal_tasks(env, held_out=True), admin_url)
+        except BaseException:
+            if self.fleet is not None:
+                self.fleet.close()
+            raise
         self.start_points = (
             ray.remote(StartPoints)
             .options(num_cpus=0)

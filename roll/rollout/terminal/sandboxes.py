@@ -14,8 +14,9 @@ from typing import Any
 
 import ray
 
-from rock.sdk import Sandbox
+from rock.sdk import ImageInfo, Sandbox
 from rock.sdk.grouping import GroupedOpens
+from rome.terminal_tasks.images import ensure_image
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
 
@@ -61,7 +62,7 @@ class LedgerSandbox(RockSandbox):
 
     def __init__(
         self,
-        image: str,
+        image: ImageInfo,
         task: Task,
         admin_url: str,
         ledger: Any,
@@ -89,5 +90,9 @@ class LedgerProvider:
         self.admin_url, self.ledger, self.worker_id = admin_url, ledger, worker_id
         self.opens = GroupedOpens()
 
-    def open(self, image: str, task: Task) -> LedgerSandbox:
+    def image(self, task: Task) -> ImageInfo:
+        """The task's image on the run's fleet (built there when the run started; this finds it built)."""
+        return ensure_image(task, self.admin_url)
+
+    def open(self, image: ImageInfo, task: Task) -> LedgerSandbox:
         return LedgerSandbox(image, task, self.admin_url, self.ledger, self.worker_id, self.opens.open)

@@ -135,15 +135,3 @@ def test_each_planted_bug_is_fixed_by_its_sed_step(program) -> None:  # type: ig
             ["sed", script], input=fixed, capture_output=True, text=True, check=True
         ).stdout
     assert fixed == reference
-
-
-def test_one_task_id_with_other_files_gets_another_image_tag(tmp_path: Path) -> None:
-    from rome.terminal_tasks.images import image_tag
-
-    generate("text-search", 1, 1000, tmp_path / "a", {"level": 1})
-    generate("text-search", 1, 1000, tmp_path / "b", {"level": 2})
-    generate("text-search", 1, 1000, tmp_path / "c", {"level": 1})
-    [a], [b], [c] = (load_tasks(tmp_path / x).tasks for x in "abc")
-    assert a.id == b.id == "text-search-1000"
-    assert image_tag(a) != image_tag(b)
-    assert image_tag(a) == image_tag(c)
