@@ -5,7 +5,6 @@ and how its base images differ from what the Dockerfile names. The caller needs 
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Literal
 
@@ -93,7 +92,16 @@ def fleet_health(admin_url: str | None) -> dict:
     return reply if isinstance(reply, dict) else {}
 
 
-@functools.cache
+_networks: dict[str, BuildNetwork] = {}
+
+
 def default_build_network(admin_url: str) -> BuildNetwork:
-    """`packages` on a fleet with a package cache (a task's `pip install` builds offline), else `none`."""
-    return "packages" if fleet_health(admin_url).get("package_cache") else "none"
+    """`packages` on a fleet with a package cache (a task's `pip install` builds offline), else `none`. Kept
+    per fleet once it answered: the build arguments of `packages` are part of the image's content, so every
+    process of a run must ask for the same (an admin that did not answer is asked again next time)."""
+    if admin_url not in _networks:
+        health = fleet_health(admin_url)
+        if not health:
+            return "none"
+        _networks[admin_url] = "packages" if health.get("package_cache") else "none"
+    return _networks[admin_url]
