@@ -147,14 +147,7 @@ def may_import(module: str, name: str) -> bool:
 
 # Imports that break the table today, each with what fixing it takes; the test below fails when one of them is
 # gone (delete it here) or another appears.
-ENTRY_POINT = (
-    "roll's data stage loads rome's data pipeline through the `roll.terminal_data` entry point, and "
-    "rome.data imports roll (and rome.bench, which imports roll.view -> roll.pipeline): the pipeline must "
-    "run above roll (a rome command that prepares the data, then starts `roll train` on it), not inside it"
-)
-NOT_YET: dict[str, str] = {
-    "roll.rollout.terminal.data_stage -> rome.data.recipe": ENTRY_POINT,
-}
+NOT_YET: dict[str, str] = {}
 
 
 def violations() -> set[str]:
@@ -261,9 +254,7 @@ def cycle_edges(cycle: list[str]) -> list[str]:
 
 
 # Cycles that remain today, with what breaking them takes; the test fails when one is gone (delete it here).
-CYCLES_NOT_YET: list[list[str]] = [
-    ["roll.pipeline", "roll.rollout", "roll.view", "rome.bench", "rome.data"],  # ENTRY_POINT
-]
+CYCLES_NOT_YET: list[list[str]] = []
 
 
 def test_no_sub_package_imports_itself_round_a_loop() -> None:
@@ -319,9 +310,8 @@ def test_imported_modules_sees_every_import_form() -> None:
 
 
 def test_entry_points_count_as_imports_of_the_module_that_loads_them() -> None:
-    groups = entry_point_groups()
-    assert groups, "pyproject.toml declares no entry-point group; drop this test with the last one"
-    for group, targets in groups.items():
+    assert loaded_groups("entry_points(group='roll.plugins')", {"roll.plugins", "other"}) == {"roll.plugins"}
+    for group, targets in entry_point_groups().items():
         loaders = [m for m, p in source_files() if group in loaded_groups(p.read_text(), {group})]
         assert loaders, f"no module loads the entry-point group {group!r}"
         assert all(targets <= import_graph()[m] for m in loaders)

@@ -377,3 +377,64 @@ def import_atif_command(
         raise fail(str(error)) from error
     verified = sum(record.verifier.passed for record in records)
     console.print(f"{len(records)} trajectories ({verified} verified) -> {out}")
+
+
+@app.command()
+def prepare(
+    env: Annotated[
+        str,
+        typer.Argument(
+            help="File of the env section of a terminal run as JSON (a `roll train` config's `env`, with "
+            "env.data set); - reads it from stdin."
+        ),
+    ] = "-",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the prepared data here (JSON: dataset folder, tasks_dir, train and held-out ids, SFT "
+            "file, experts, summary). Without it, the summary and the path of the dataset folder's "
+            "prepared.json (the same JSON) are printed last."
+        ),
+    ] = None,
+) -> None:
+    """The data stage of a terminal run with env.data (`roll train` runs this command before training): make,
+    or find cached under $ALE_HOME/datasets, its tasks and SFT data. One progress line per step on stdout; a
+    failure is one line `error: ...` on stderr and exit status 2."""
+    import json
+    import sys
+
+    from rock.sdk.configs import ConfigError, validate_config
+    from roll.rollout.terminal.config import TerminalEnvConfig
+    from roll.rollout.terminal.data_stage import DataStageError
+    from rome.data.recipe import PREPARED
+    from rome.data.recipe import prepare as run
+
+    def stop(message: str) -> typer.Exit:
+        # Plain and on one line (no rich wrapping): the caller relays this line as the stage's error.
+        head, *rest = [line.strip().removeprefix("- ") for line in message.splitlines() if line.strip()]
+        sys.stderr.write(f"error: {' '.join([head, '; '.join(rest)]).strip()}\n")
+        return typer.Exit(2)
+
+    source = "stdin" if env == "-" else env
+    try:
+        section = validate_config(
+            TerminalEnvConfig,
+            json.loads(sys.stdin.read() if env == "-" else Path(env).read_text()),
+            f"env section ({source})",
+        )
+    except ConfigError as error:  # names the key and what it allows
+        raise stop(str(error)) from error
+    except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
+        raise stop(f"cannot read the env section from {source} as JSON: {error}") from error
+    if section.data is None:
+        raise stop(f"the env section from {source} has no data (env.data): there is nothing to prepare")
+    try:
+        prepared = run(section, lambda line: print(line, flush=True))
+    except DataStageError as error:
+        raise stop(str(error)) from error
+    if out is not None:
+        out.write_text(prepared.model_dump_json(indent=2) + "\n")
+        return
+    for line in prepared.summary:
+        print(line)
+    print(prepared.folder / PREPARED)

@@ -8,7 +8,8 @@ settings and iflow's prompt profile, so collecting again in another profile reus
 step leaves its file behind and a rerun skips the steps whose files exist; `prepared.json`, written last,
 marks a complete folder.
 
-Registered for roll under the entry-point group `roll.terminal_data` (pyproject.toml)."""
+roll runs it in a child process, `rome data prepare` (rome.data.cli), and reads the prepared data back as
+JSON: roll never imports this pipeline, which sits above it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
-"""`env.data`: a terminal run that makes its own tasks and SFT data. roll reaches the ROME data pipeline only
-through the `roll.terminal_data` entry point; these tests check the contract on roll's side."""
+"""`env.data`: a terminal run that makes its own tasks and SFT data. roll runs the ROME data pipeline as a
+child process (`rome data prepare`), never importing it; these tests check that boundary on roll's side with
+the real command: a dataset folder already made (its prepared.json) is found again, failures arrive as one
+line, and a stage roll stops does not outlive it."""
 
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -13,9 +16,8 @@ from rich.console import Console
 from roll.config import validate_config
 from roll.pipeline.config import TrainConfig
 from roll.pipeline.controller import with_prepared_data
-from roll.rollout.terminal import data_stage
 from roll.rollout.terminal.config import TerminalDataConfig, TerminalEnvConfig
-from roll.rollout.terminal.data_stage import DataStageError, PreparedTerminalData
+from roll.rollout.terminal.data_stage import DataStageError, PreparedTerminalData, prepare_terminal_data
 
 DATA = {"families": {"file-ops": {"level": 1}}, "train_per_family": 2, "eval_per_family": 3}
 
@@ -43,12 +45,6 @@ def test_held_out_seeds_may_not_overlap_the_train_seeds() -> None:
     TerminalDataConfig(families={"numeric": {}}, train_per_family=10, eval_per_family=2, eval_seed=10)
 
 
-def test_the_installed_stage_is_the_rome_data_pipeline() -> None:
-    from rome.data.recipe import prepare
-
-    assert data_stage.data_stage() is prepare
-
-
 def run_config(tmp_path: Path) -> TrainConfig:
     return validate_config(
         TrainConfig,
@@ -61,29 +57,44 @@ def run_config(tmp_path: Path) -> TrainConfig:
     )
 
 
-def test_the_prepared_data_names_the_tasks_and_the_sft_data(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def made_before(config: TrainConfig, home: Path, prepared: dict[str, object]) -> Path:
+    """The dataset folder `rome data prepare` keys this env by, as a finished earlier stage left it."""
+    from rome.data.recipe import PREPARED, dataset_key, planned_instances
+
+    env = config.env
+    assert isinstance(env, TerminalEnvConfig) and env.data is not None
+    folder = home / "datasets" / dataset_key(env, planned_instances(env.data))
+    folder.mkdir(parents=True)
+    (folder / PREPARED).write_text(
+        PreparedTerminalData.model_validate({"folder": folder, **prepared}).model_dump_json()
+    )
+    return folder
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """$ALE_HOME of this process and so of the stage it starts."""
+    monkeypatch.setenv("ALE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_the_prepared_data_names_the_tasks_and_the_sft_data(tmp_path: Path, home: Path) -> None:
     sft = tmp_path / "sft.jsonl"
     sft.write_text("{}\n")
-    seen: list[TerminalEnvConfig] = []
-
-    def stage(env: TerminalEnvConfig, say) -> PreparedTerminalData:  # type: ignore[no-untyped-def]
-        seen.append(env)
-        say("data: made")
-        return PreparedTerminalData(
-            folder=tmp_path,
-            tasks_dir=tmp_path / "tasks",
-            train_ids=["file-ops-0", "file-ops-1"],
-            eval_ids=["file-ops-100000"],
-            sft_path=sft,
-            summary=["data: 2 train, 1 held out"],
-        )
-
-    monkeypatch.setattr(data_stage, "data_stage", lambda: stage)
+    config = run_config(tmp_path)
+    folder = made_before(
+        config,
+        home,
+        {
+            "tasks_dir": tmp_path / "tasks",
+            "train_ids": ["file-ops-0", "file-ops-1"],
+            "eval_ids": ["file-ops-100000"],
+            "sft_path": sft,
+            "summary": ["data: 2 train, 1 held out"],
+        },
+    )
     out = io.StringIO()
-    config = with_prepared_data(run_config(tmp_path), Console(file=out, width=200))
-    assert seen[0].data == TerminalDataConfig(**DATA)
+    config = with_prepared_data(config, Console(file=out, width=200))
     env = config.env
     assert isinstance(env, TerminalEnvConfig)
     assert (env.tasks_dir, env.task_ids, env.eval_task_ids, env.data) == (
@@ -94,18 +105,67 @@ def test_the_prepared_data_names_the_tasks_and_the_sft_data(
     )
     assert config.warm_start is not None
     assert config.warm_start.overrides == ["max_steps=1", f"data.path={sft}"]
-    assert out.getvalue().splitlines() == ["data: made", "data: 2 train, 1 held out"]
+    assert out.getvalue().splitlines() == [
+        f"data: reusing {folder} (same families, seeds, generators and profile)",
+        "data: 2 train, 1 held out",
+    ]
 
 
-def test_a_stage_that_made_no_sft_data_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def stage(env: TerminalEnvConfig, say) -> PreparedTerminalData:  # type: ignore[no-untyped-def]
-        return PreparedTerminalData(
-            folder=tmp_path, tasks_dir=tmp_path, train_ids=["a"], eval_ids=[], sft_path=tmp_path / "none"
-        )
-
-    monkeypatch.setattr(data_stage, "data_stage", lambda: stage)
+def test_a_stage_that_made_no_sft_data_stops_the_run(tmp_path: Path, home: Path) -> None:
+    config = run_config(tmp_path)
+    made_before(
+        config,
+        home,
+        {"tasks_dir": tmp_path, "train_ids": ["a"], "eval_ids": [], "sft_path": tmp_path / "none"},
+    )
     with pytest.raises(DataStageError, match="wrote no SFT data"):
-        with_prepared_data(run_config(tmp_path), Console(file=io.StringIO()))
+        with_prepared_data(config, Console(file=io.StringIO()))
+
+
+def test_the_stages_error_is_its_one_line(home: Path) -> None:
+    env = TerminalEnvConfig(data={"families": {"nosuch": {}}})
+    with pytest.raises(DataStageError) as raised:
+        prepare_terminal_data(env, print)
+    message = str(raised.value)
+    assert message.startswith("env.data.families: unknown family 'nosuch'; `rome data families` lists them")
+    assert "\n" not in message and "Traceback" not in message
+
+
+def test_a_stage_roll_stops_does_not_outlive_it(home: Path) -> None:
+    """roll interrupted while the stage works (here: its `say` raises, as Ctrl-C would) stops the child
+    before the interrupt leaves roll."""
+    env = TerminalEnvConfig(data={**DATA, "train_per_family": 1, "eval_per_family": 1})
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        prepare_terminal_data(env, say)
+    assert said and said[0].startswith("data: making 2 instances")
+    assert [pid for pid in children(os.getpid()) if b"rome.cli" in cmdline(pid)] == []
+
+
+def children(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (
+                entry.name.isdigit()
+                and int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == parent
+            ):
+                found.append(int(entry.name))
+        except OSError:  # it ended while being read
+            continue
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_the_grpo_baseline_has_the_recipes_budget() -> None:
