@@ -80,8 +80,9 @@ from rock.serving import STACKS, server_stack
 ROCK_PUBLISHED_P50_AT_16K = 40.0
 ROCK_PUBLISHED = {1000: (4.93, 8.69), 4000: (7.05, 13.34), 8000: (17.86, 32.03), 16000: (39.98, 60.11)}
 """ROCK's own sandbox create benchmark (its docs, v1.11, its cluster, real containers): N -> (P50, P99) s."""
-CLIENT_POOL = 50
-"""Connections per httpx pool of the client."""
+CLIENT_POOL = 10
+"""Connections per httpx pool of the client: a pool checks each connection it holds (a syscall each) on every
+request, so 50 a pool made the client spend ~4 ms of CPU per create, on the cores the admin needs."""
 PROBE_INTERVAL = 0.5
 REST_SECONDS = 5.0
 """Seconds the admin's CPU is measured at rest (heartbeats, its monitor) before each round: what a round's
