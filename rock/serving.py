@@ -125,8 +125,11 @@ def uvicorn_config(app: object, log_level: str) -> uvicorn.Config:
         log_level=log_level,
         lifespan="on",
         timeout_graceful_shutdown=5,  # type: ignore[arg-type]
-        # Longer than the admin's keepalive_expiry: the client, not the server, closes an idle connection, so
-        # a request never races the server's close on a reused connection (a ReadError under load).
-        timeout_keep_alive=30,
+        # Far longer than any client's keepalive_expiry (httpx's 5 s, the admin's 10 s): the client, not the
+        # server, closes an idle connection, so a request never races the server's close on a reused one (the
+        # server resets it: a ReadError). A client's expiry counts from when it has read the answer, which a
+        # starved client does long after the server sent it: with 30 s, 5 of 4,000 creates at once failed so
+        # at load 27.
+        timeout_keep_alive=300,
         access_log=False,
     )
