@@ -147,6 +147,31 @@ def test_a_stage_roll_stops_does_not_outlive_it(home: Path) -> None:
     assert [pid for pid in children(os.getpid()) if b"rome.cli" in cmdline(pid)] == []
 
 
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_stage_made_from_nothing_comes_back_through_the_boundary(home: Path) -> None:
+    """The whole stage in the child (sandboxes included): its step lines reach `say` as it goes, and the
+    prepared data roll reads back names what it made."""
+    data = {"families": {"file-ops": {"level": 1}}, "train_per_family": 2, "eval_per_family": 1}
+    env = TerminalEnvConfig(data={**data, "attempts": 1, "mistake_rate": 1.0, "concurrency": 3})
+    said: list[str] = []
+    prepared = prepare_terminal_data(env, said.append)
+    assert prepared.folder.parent == home / "datasets"
+    assert (prepared.train_ids, prepared.eval_ids) == (["file-ops-0", "file-ops-1"], ["file-ops-100000"])
+    assert [line.split(" ")[1] for line in said] == [
+        "making",
+        "validated",
+        "collected",
+        "kept",
+        "exported",
+        "2",  # "data: 2 kept trajectories as ATIF in ..."
+    ]
+    assert len(prepared.sft_path.read_text().splitlines()) == 2
+    again: list[str] = []
+    assert prepare_terminal_data(env, again.append) == prepared
+    assert again == [f"data: reusing {prepared.folder} (same families, seeds, generators and profile)"]
+
+
 def children(parent: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
