@@ -192,7 +192,8 @@ def terminal_pro(
         str | None,
         typer.Option(
             envvar="ROCK_ADMIN_URL",
-            help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
+            help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet; it builds "
+            "the task images, so the tasks folder must be under one of its --build-context-root folders.",
         ),
     ] = None,
     allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
@@ -273,7 +274,8 @@ def validate(
         str | None,
         typer.Option(
             envvar="ROCK_ADMIN_URL",
-            help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet.",
+            help="Use this ROCK admin (`rock admin serve`) instead of starting a private fleet; it builds "
+            "the task images, so the tasks folder must be under one of its --build-context-root folders.",
         ),
     ] = None,
     allow_internet: Annotated[bool, typer.Option(help=ALLOW_INTERNET_HELP)] = False,
