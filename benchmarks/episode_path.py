@@ -1,0 +1,345 @@
+"""Which project files run on the path from `roll train` to an optimizer step; any loopback server it opens.
+
+Runs a real `roll train` of a terminal recipe (default configs/ipa.yaml, agent on the host) for one step under
+coverage.py in every Python process it starts: the driver, its Ray actors (trainer, engine, rollout worker,
+buffer, start points, ledger), the private ROCK fleet (`rock admin serve` and its worker) and the data stage's
+`rome data prepare` child. Every process inherits COVERAGE_PROCESS_START (coverage's own .pth starts
+measuring at interpreter start, or else the hook does) and a sitecustomize.py from a temp dir on PYTHONPATH
+that
+- saves the process's data every second, since Ray ends actors with SIGKILL (ray.kill), which runs no atexit;
+- switches the coverage context from "" to "after_step" once the driver has written the first step record
+  (runs/<name>/metrics.jsonl, written after the optimizer step and its weight sync), so a file counts as on
+  the path to the step when a line of it ran before that;
+- records every process's titles (Ray renames actor processes `ray::<Actor>.<method>`) to name its role;
+- wraps socket.socket.listen and records each listening socket opened from Python: process, address and the
+  project frames that opened it.
+
+What is counted: distinct files under roll/, rock/, iflow/, rome/ with at least one line executed, grouped by
+package: `total` (everything the run executed, the step's checkpoint, final export and shutdown included) and
+`path` (before the first step record, in every process but the data stage's child, which is reported apart
+as `data_stage`; the driver's own data-stage module is counted in `path`). Run with
+`warm_start=null` (the default overrides) so no SFT child runs, and `eval.episodes=0` so no evaluation
+does. "Loopback servers" lists the sockets opened by project code in the driver or a Ray actor
+(`episode_path_servers`: the model path would show here, e.g. an HTTP proxy or an engine's OpenAI server)
+apart from the fleet's own control plane (`fleet_servers`: admin and worker, a process boundary) and Ray's
+(no project frame). Not measured: code inside sandbox containers (the rocklet runs there from a mounted
+runtime without this environment), and threads created by C++ (coverage on Python 3.11 traces only threads
+started from Python).
+
+    nice -n 19 .venv/bin/python benchmarks/episode_path.py [--config configs/ipa.yaml]
+        [--model runs/learning/sft-s0/model] [--keep] [--timeout 3600] [-- extra key=value overrides]
+
+Prints the files per package, the ten files with the most executed lines, the servers, and a final JSON line.
+Needs coverage (the dev extra), Docker and the terminal recipe's cached dataset (.ale/datasets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("roll", "rock", "iflow", "rome")
+AFTER = "after_step"
+
+HOOK = (
+    '''
+"""Started by benchmarks/episode_path.py in every Python process of the measured run."""
+import json, os, socket, sys, threading, time, traceback
+
+import coverage
+
+coverage.process_startup()  # a no-op where coverage's own .pth (coverage >= 7.10) already started it
+
+_DIR = os.environ["EPISODE_PATH_DIR"]
+_MARK = os.environ["EPISODE_PATH_MARK"]
+_ROOT = os.environ["EPISODE_PATH_ROOT"]
+_PACKAGES = tuple(os.path.join(_ROOT, p) + os.sep for p in ("roll", "rock", "iflow", "rome"))
+
+
+def _title():
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read().replace(b"\\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _note_title(seen):
+    title = _title()
+    if title and title not in seen:
+        seen.add(title)
+        with open(os.path.join(_DIR, "roles", f"{os.getpid()}.json"), "w") as f:
+            json.dump(sorted(seen), f)
+
+
+def _watch():
+    cov = coverage.Coverage.current()
+    seen, after = set(), False
+    while True:
+        _note_title(seen)
+        if cov is not None:
+            if not after and os.path.exists(_MARK) and os.path.getsize(_MARK) > 0:
+                cov.switch_context("'''
+    + AFTER
+    + """")
+                after = True
+            cov.save()
+        time.sleep(1.0)
+
+
+_listen = socket.socket.listen
+
+
+def _recording_listen(self, *args):
+    try:
+        address = self.getsockname()
+    except OSError:
+        address = None
+    frames = [
+        f"{os.path.relpath(f.filename, _ROOT)}:{f.lineno}"
+        for f in traceback.extract_stack()[:-1]
+        if f.filename.startswith(_PACKAGES)
+    ]
+    record = {"pid": os.getpid(), "title": _title(), "address": address, "frames": frames}
+    with open(os.path.join(_DIR, "listens.jsonl"), "a") as f:
+        f.write(json.dumps(record, default=str) + "\\n")
+    return _listen(self, *args)
+
+
+socket.socket.listen = _recording_listen
+threading.Thread(target=_watch, name="episode-path-coverage", daemon=True).start()
+"""
+)
+
+
+def write_setup(work: Path) -> dict[str, str]:
+    """The coverage rc, the hook and the environment every process of the run inherits."""
+    (work / "roles").mkdir()
+    (work / "data").mkdir()
+    (work / "hook").mkdir()
+    (work / "hook" / "sitecustomize.py").write_text(HOOK)
+    # `include`, not `source`: with source, every save also records each unexecuted file of the packages.
+    include = "\n".join(f"    {ROOT / p}/*" for p in PACKAGES)
+    rc = work / "coveragerc"
+    rc.write_text(
+        textwrap.dedent(f"""\
+        [run]
+        parallel = true
+        sigterm = true
+        data_file = {work / "data" / ".coverage"}
+        include =
+        """)
+        + include
+        + "\n"
+    )
+    env = dict(os.environ)
+    env["COVERAGE_PROCESS_START"] = str(rc)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work / "hook"), env.get("PYTHONPATH", "")) if p)
+    env["EPISODE_PATH_DIR"] = str(work)
+    env["EPISODE_PATH_ROOT"] = str(ROOT)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_train(command: list[str], env: dict[str, str], log: Path, timeout: float) -> int:
+    """The run in its own session, its output to `log` (its last lines shown on failure)."""
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            return process.wait(timeout=timeout)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            return -1
+
+
+def stop_leftovers(run_dir: Path) -> int:
+    """The run's Ray processes still alive after the driver ended (its record names their temp dir)."""
+    from roll.pipeline.ray_session import RECORD, stop_previous
+
+    if not (run_dir / RECORD).is_file():
+        return 0
+    return stop_previous(run_dir)
+
+
+def role(titles: list[str]) -> str:
+    """A process's role from the titles it had."""
+    joined = " ".join(titles)
+    actors = sorted(
+        {m.group(1) for t in titles if (m := re.match(r"ray::(\w+)", t)) and m.group(1) not in {"IDLE"}}
+    )
+    if actors:
+        return "ray::" + "+".join(actors)
+    for needle, name in (
+        ("roll.cli train", "driver"),
+        ("roll.cli sft", "sft"),
+        ("data prepare", "data_stage"),
+        ("rock.cli admin", "fleet"),
+        ("rock.cli worker", "fleet"),
+        ("rock.cli", "rock"),
+    ):
+        if needle in joined:
+            return name
+    return "ray worker (no actor)" if "default_worker.py" in joined else (titles[0][:60] if titles else "?")
+
+
+def read_data(work: Path) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
+    """Per role: each executed project file's executed-line count, over the whole run and before the step."""
+    from coverage import CoverageData
+
+    titles: dict[int, list[str]] = {
+        int(p.stem): json.loads(p.read_text()) for p in (work / "roles").glob("*.json")
+    }
+    total: dict[str, dict[str, int]] = defaultdict(dict)
+    before: dict[str, set[str]] = defaultdict(set)
+    for path in sorted((work / "data").glob(".coverage.*")):
+        pid = int(re.search(r"\.pid(\d+)\.", path.name).group(1))  # .coverage.<host>.pid<pid>.<random>...
+        name = role(titles.get(pid, []))
+        data = CoverageData(basename=str(path))
+        data.read()
+        for file in data.measured_files():
+            by_line = data.contexts_by_lineno(file)
+            if not by_line:
+                continue
+            rel = os.path.relpath(file, ROOT)
+            total[name][rel] = max(total[name].get(rel, 0), len(by_line))
+            if any(c != AFTER for contexts in by_line.values() for c in contexts):
+                before[name].add(rel)
+    return total, before
+
+
+def combine(work: Path) -> Path:
+    """All processes' data in one file, for `coverage report --data-file=...`."""
+    import coverage
+
+    cov = coverage.Coverage(data_file=str(work / "combined.coverage"), config_file=str(work / "coveragerc"))
+    cov.combine([str(work / "data")], keep=True)
+    cov.save()
+    return work / "combined.coverage"
+
+
+def by_package(files: set[str]) -> dict[str, int]:
+    counts = Counter(f.split(os.sep)[0] for f in files)
+    return {p: counts.get(p, 0) for p in PACKAGES}
+
+
+def servers(work: Path) -> tuple[list[dict], list[dict], int]:
+    """Listening sockets opened from project code (the episode's processes, the fleet); how many were not."""
+    path = work / "listens.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    episode, fleet, infra = [], [], 0
+    for r in records:
+        if not r["frames"]:
+            infra += 1
+            continue
+        entry = {"process": role([r["title"]]), "address": r["address"], "opened_at": r["frames"][-1]}
+        (fleet if entry["process"] == "fleet" else episode).append(entry)
+    return episode, fleet, infra
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/ipa.yaml")
+    parser.add_argument("--model", default="runs/learning/sft-s0/model", help="trainer.model")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is stopped")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (coverage data, run, log)")
+    parser.add_argument("overrides", nargs="*", help="more key=value overrides of the config")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="episode-path-"))
+    run_dir = work / "run"
+    env = write_setup(work)
+    env["EPISODE_PATH_MARK"] = str(run_dir / "metrics.jsonl")
+    overrides = [
+        "name=episode-path",
+        f"output_dir={run_dir}",
+        "steps=1",
+        "save_every=0",
+        "warm_start=null",
+        f"trainer.model={args.model}",
+        "eval.episodes=0",
+        *args.overrides,
+    ]
+    command = [sys.executable, "-m", "roll.cli", "train", args.config, *overrides]
+    print("running:", " ".join(command), f"(log: {work / 'train.log'})", flush=True)
+    started = time.perf_counter()
+    try:
+        code = run_train(command, env, work / "train.log", args.timeout)
+    finally:
+        stopped = stop_leftovers(run_dir)
+    wall = time.perf_counter() - started
+    time.sleep(2.0)  # the last saves of processes ending now
+    if code != 0 or not (run_dir / "metrics.jsonl").is_file():
+        tail = (work / "train.log").read_text(errors="replace").splitlines()[-40:]
+        sys.exit(
+            f"roll train ended with status {code} before a step record; its log ({work}/train.log) ends:\n"
+            + "\n".join(tail)
+        )
+
+    total, before = read_data(work)
+    combined = combine(work)
+    all_files = {f for files in total.values() for f in files}
+    path_files = {f for name, files in before.items() if name not in {"data_stage", "sft"} for f in files}
+    stage_files = set(total.get("data_stage", {}))
+    lines: Counter[str] = Counter()
+    for files in total.values():
+        for f, n in files.items():
+            lines[f] = max(lines[f], n)
+    episode, fleet, infra = servers(work)
+
+    print(f"\nroll train to its first step record: {wall:.0f} s (whole run)")
+    print(f"{'process':40s} {'files (whole run)':>18s} {'before the step':>16s}")
+    for name in sorted(total):
+        print(f"{name:40s} {len(total[name]):18d} {len(before.get(name, ())):16d}")
+    print(f"\npath to the optimizer step: {len(path_files)} files {by_package(path_files)}")
+    for package in PACKAGES:
+        names = sorted(f for f in path_files if f.split(os.sep)[0] == package)
+        print(f"  {package} ({len(names)}): " + ", ".join(n.removeprefix(package + os.sep) for n in names))
+    later = all_files - path_files - stage_files
+    print(f"only after the step (checkpoint, export, shutdown): {len(later)}: " + ", ".join(sorted(later)))
+    print(f"data stage child (rome data prepare): {len(stage_files)} files {by_package(stage_files)}")
+    print("\nthe ten files with the most executed lines (on the path):")
+    for f, n in sorted(((f, lines[f]) for f in path_files), key=lambda x: -x[1])[:10]:
+        print(f"  {n:5d}  {f}")
+    print(f"\nlistening sockets opened by project code in the driver or a Ray actor: {episode or 'none'}")
+    print(f"fleet control plane (rock admin/worker): {fleet}")
+    print(f"opened with no project frame (Ray, libraries): {infra}")
+    if args.keep:
+        print(f"kept: {work} (coverage report --data-file={combined})")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = {
+        "path_files": len(path_files),
+        "path_by_package": by_package(path_files),
+        "total_files": len(all_files),
+        "total_by_package": by_package(all_files),
+        "data_stage_files": len(stage_files),
+        "processes": {name: len(files) for name, files in sorted(total.items())},
+        "episode_path_servers": episode,
+        "fleet_servers": len(fleet),
+        "ray_leftovers_stopped": stopped,
+        "wall_s": round(wall, 1),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
