@@ -20,7 +20,7 @@ Usage: python benchmarks/rock_control_plane.py [--workers 100] [--per-process 25
   [--server-stack plain|fast]. A round `16000x8` submits 16,000 sandboxes as 2,000 group creates of 8. Each
   round also prints /health's wait on the admin's main port and on its control listener (probed from a process
   of its own), the admin's CPU milliseconds per create, and ROCK's published P50/P99 beside a round of its
-  size. Figures from 2026-12-02 (after issue 28) are in the README's benchmark section.
+  size. Figures from 2026-12-02 (after issue 28) are in docs/results.md.
 
 Measured 2026-12-01 18:34 UTC on the shared 2-core machine while a training and other tests ran (load
 average 7-9; Docker create+start P50 0.22 s), 100 workers, 1,000 connections, defaults otherwise:
