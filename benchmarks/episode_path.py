@@ -17,7 +17,9 @@ that
 What is counted: distinct files under roll/, rock/, iflow/, rome/ with at least one line executed, grouped by
 package: `total` (everything the run executed, the step's checkpoint, final export and shutdown included) and
 `path` (before the first step record, in every process but the data stage's child, which is reported apart
-as `data_stage`; the driver's own data-stage module is counted in `path`). Run with
+as `data_stage`; the driver's own data-stage module is counted in `path`), with how many of those had a
+line of a function body run (the others were only imported: module and class bodies), and `path` in the
+driver and its Ray actors alone (the fleet's processes left out). Run with
 `warm_start=null` (the default overrides) so no SFT child runs, and `eval.episodes=0` so no evaluation
 does. "Loopback servers" lists the sockets opened by project code in the driver or a Ray actor
 (`episode_path_servers`: the model path would show here, e.g. an HTTP proxy or an engine's OpenAI server)
@@ -28,6 +30,7 @@ started from Python).
 
     nice -n 19 .venv/bin/python benchmarks/episode_path.py [--config configs/ipa.yaml]
         [--model runs/learning/sft-s0/model] [--keep] [--timeout 3600] [-- extra key=value overrides]
+    nice -n 19 .venv/bin/python benchmarks/episode_path.py --report /tmp/episode-path-XXXX  # a kept run again
 
 Prints the files per package, the ten files with the most executed lines, the servers, and a final JSON line.
 Needs coverage (the dev extra), Docker and the terminal recipe's cached dataset (.ale/datasets).
@@ -36,6 +39,7 @@ Needs coverage (the dev extra), Docker and the terminal recipe's cached dataset 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -192,8 +196,11 @@ def role(titles: list[str]) -> str:
         ("roll.cli train", "driver"),
         ("roll.cli sft", "sft"),
         ("data prepare", "data_stage"),
+        ("rock.cli fleet", "fleet"),
+        ("-m rock.fleet", "fleet"),  # the fleet's watchdog
         ("rock.cli admin", "fleet"),
         ("rock.cli worker", "fleet"),
+        ("devpi-server", "fleet"),  # the fleet's package cache
         ("rock.cli", "rock"),
     ):
         if needle in joined:
@@ -201,29 +208,51 @@ def role(titles: list[str]) -> str:
     return "ray worker (no actor)" if "default_worker.py" in joined else (titles[0][:60] if titles else "?")
 
 
-def read_data(work: Path) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
-    """Per role: each executed project file's executed-line count, over the whole run and before the step."""
+Lines = dict[str, dict[str, set[int]]]  # process role -> project file -> executed line numbers
+
+
+def read_data(work: Path) -> tuple[Lines, Lines]:
+    """Per process role, each project file's executed lines: over the whole run, and before the step."""
     from coverage import CoverageData
 
     titles: dict[int, list[str]] = {
         int(p.stem): json.loads(p.read_text()) for p in (work / "roles").glob("*.json")
     }
-    total: dict[str, dict[str, int]] = defaultdict(dict)
-    before: dict[str, set[str]] = defaultdict(set)
+    total: Lines = defaultdict(lambda: defaultdict(set))
+    before: Lines = defaultdict(lambda: defaultdict(set))
     for path in sorted((work / "data").glob(".coverage.*")):
         pid = int(re.search(r"\.pid(\d+)\.", path.name).group(1))  # .coverage.<host>.pid<pid>.<random>...
         name = role(titles.get(pid, []))
         data = CoverageData(basename=str(path))
         data.read()
         for file in data.measured_files():
-            by_line = data.contexts_by_lineno(file)
-            if not by_line:
-                continue
             rel = os.path.relpath(file, ROOT)
-            total[name][rel] = max(total[name].get(rel, 0), len(by_line))
-            if any(c != AFTER for contexts in by_line.values() for c in contexts):
-                before[name].add(rel)
+            for line, contexts in data.contexts_by_lineno(file).items():
+                total[name][rel].add(line)
+                if any(c != AFTER for c in contexts):
+                    before[name][rel].add(line)
     return total, before
+
+
+def function_lines(rel: str) -> set[int]:
+    """The lines of a file's function bodies: a file with none of them executed was only imported (its
+    module and class bodies ran: definitions, constants), none of its functions was called."""
+    tree = ast.parse((ROOT / rel).read_text())
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines.update(range(node.body[0].lineno, (node.end_lineno or node.body[0].lineno) + 1))
+    return lines
+
+
+def union(by_role: Lines, roles: set[str] | None = None) -> dict[str, set[int]]:
+    """Executed lines per file over the processes of `roles` (None: all)."""
+    merged: dict[str, set[int]] = defaultdict(set)
+    for name, files in by_role.items():
+        if roles is None or name in roles:
+            for f, numbers in files.items():
+                merged[f] |= numbers
+    return {f: numbers for f, numbers in merged.items() if numbers}
 
 
 def combine(work: Path) -> Path:
@@ -242,16 +271,19 @@ def by_package(files: set[str]) -> dict[str, int]:
 
 
 def servers(work: Path) -> tuple[list[dict], list[dict], int]:
-    """Listening sockets opened from project code (the episode's processes, the fleet); how many were not."""
+    """Listening sockets: the fleet's, those opened from project code elsewhere, how many others (Ray's)."""
     path = work / "listens.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
     episode, fleet, infra = [], [], 0
     for r in records:
-        if not r["frames"]:
+        process = role([r["title"]])
+        entry = {"process": process, "address": r["address"], "opened_at": (r["frames"] or ["-"])[-1]}
+        if process == "fleet":
+            fleet.append(entry)
+        elif r["frames"]:
+            episode.append(entry)
+        else:
             infra += 1
-            continue
-        entry = {"process": role([r["title"]]), "address": r["address"], "opened_at": r["frames"][-1]}
-        (fleet if entry["process"] == "fleet" else episode).append(entry)
     return episode, fleet, infra
 
 
@@ -261,8 +293,12 @@ def main() -> None:
     parser.add_argument("--model", default="runs/learning/sft-s0/model", help="trainer.model")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is stopped")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (coverage data, run, log)")
+    parser.add_argument("--report", type=Path, help="no run: report on the temp dir a --keep run left")
     parser.add_argument("overrides", nargs="*", help="more key=value overrides of the config")
     args = parser.parse_args()
+    if args.report:
+        report(args.report, {})
+        return
 
     work = Path(tempfile.mkdtemp(prefix="episode-path-"))
     run_dir = work / "run"
@@ -293,50 +329,60 @@ def main() -> None:
             f"roll train ended with status {code} before a step record; its log ({work}/train.log) ends:\n"
             + "\n".join(tail)
         )
-
-    total, before = read_data(work)
     combined = combine(work)
-    all_files = {f for files in total.values() for f in files}
-    path_files = {f for name, files in before.items() if name not in {"data_stage", "sft"} for f in files}
-    stage_files = set(total.get("data_stage", {}))
-    lines: Counter[str] = Counter()
-    for files in total.values():
-        for f, n in files.items():
-            lines[f] = max(lines[f], n)
-    episode, fleet, infra = servers(work)
-
-    print(f"\nroll train to its first step record: {wall:.0f} s (whole run)")
-    print(f"{'process':40s} {'files (whole run)':>18s} {'before the step':>16s}")
-    for name in sorted(total):
-        print(f"{name:40s} {len(total[name]):18d} {len(before.get(name, ())):16d}")
-    print(f"\npath to the optimizer step: {len(path_files)} files {by_package(path_files)}")
-    for package in PACKAGES:
-        names = sorted(f for f in path_files if f.split(os.sep)[0] == package)
-        print(f"  {package} ({len(names)}): " + ", ".join(n.removeprefix(package + os.sep) for n in names))
-    later = all_files - path_files - stage_files
-    print(f"only after the step (checkpoint, export, shutdown): {len(later)}: " + ", ".join(sorted(later)))
-    print(f"data stage child (rome data prepare): {len(stage_files)} files {by_package(stage_files)}")
-    print("\nthe ten files with the most executed lines (on the path):")
-    for f, n in sorted(((f, lines[f]) for f in path_files), key=lambda x: -x[1])[:10]:
-        print(f"  {n:5d}  {f}")
-    print(f"\nlistening sockets opened by project code in the driver or a Ray actor: {episode or 'none'}")
-    print(f"fleet control plane (rock admin/worker): {fleet}")
-    print(f"opened with no project frame (Ray, libraries): {infra}")
+    report(work, {"ray_leftovers_stopped": stopped, "wall_s": round(wall, 1)})
     if args.keep:
-        print(f"kept: {work} (coverage report --data-file={combined})")
+        print(f"kept: {work} (coverage report --data-file={combined}; this report again: --report {work})")
     else:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def report(work: Path, extra: dict[str, object]) -> None:
+    """The files per process and package, the biggest ones, the servers, and the JSON line."""
+    total, before = read_data(work)
+    everything = union(total)
+    path = union(before, {name for name in before if name not in {"data_stage", "sft"}})
+    stage = union(total, {"data_stage"})
+    called = {f for f, numbers in path.items() if numbers & function_lines(f)}
+    # The driver and its Ray actors, without the fleet's processes (a service the run starts and calls).
+    train = union(before, {name for name in before if name == "driver" or name.startswith("ray::")})
+    episode, fleet, infra = servers(work)
+
+    print(f"{'process':40s} {'files (whole run)':>18s} {'before the step':>16s}")
+    for name in sorted(total):
+        print(f"{name:40s} {len(union(total, {name})):18d} {len(union(before, {name})):16d}")
+    print(f"\npath to the optimizer step: {len(path)} files {by_package(set(path))}")
+    print(f"  a function ran in {len(called)} {by_package(called)}; only imported: {len(path) - len(called)}")
+    print(f"  in the driver and its Ray actors (no fleet process): {len(train)} {by_package(set(train))}")
+    for package in PACKAGES:
+        names = sorted(f for f in path if f.split(os.sep)[0] == package)
+        shown = [n.removeprefix(package + os.sep) + ("" if n in called else " (import)") for n in names]
+        print(f"  {package} ({len(names)}): " + ", ".join(shown))
+    later = set(everything) - set(path) - set(stage)
+    print(f"only after the step (checkpoint, export, shutdown): {len(later)}: " + ", ".join(sorted(later)))
+    print(f"data stage child (rome data prepare): {len(stage)} files {by_package(set(stage))}")
+    print("\nthe ten files on the path with the most executed lines (executed / lines in the file):")
+    for f in sorted(path, key=lambda f: -len(path[f]))[:10]:
+        print(f"  {len(path[f]):5d} / {len((ROOT / f).read_text().splitlines()):5d}  {f}")
+    print(f"\nlistening sockets opened by project code in the driver or a Ray actor: {episode or 'none'}")
+    print(
+        f"fleet (rock admin + local worker, package cache): {[(e['address'], e['opened_at']) for e in fleet]}"
+    )
+    print(f"opened elsewhere with no project frame (Ray's own): {infra}")
     summary = {
-        "path_files": len(path_files),
-        "path_by_package": by_package(path_files),
-        "total_files": len(all_files),
-        "total_by_package": by_package(all_files),
-        "data_stage_files": len(stage_files),
-        "processes": {name: len(files) for name, files in sorted(total.items())},
+        "path_files": len(path),
+        "path_by_package": by_package(set(path)),
+        "path_files_called": len(called),
+        "path_called_by_package": by_package(called),
+        "path_files_driver_and_actors": len(train),
+        "path_driver_and_actors_by_package": by_package(set(train)),
+        "total_files": len(everything),
+        "total_by_package": by_package(set(everything)),
+        "data_stage_files": len(stage),
+        "processes": {name: len(union(total, {name})) for name in sorted(total)},
         "episode_path_servers": episode,
         "fleet_servers": len(fleet),
-        "ray_leftovers_stopped": stopped,
-        "wall_s": round(wall, 1),
+        **extra,
     }
     print(json.dumps(summary))
 
