@@ -373,6 +373,8 @@ class Admin:
             return HeartbeatReply(remove=[], heartbeat_port=self.control_port)
         reported = {s.id: s for s in beat.sandboxes}
         for sandbox in reported.values():
+            if sandbox.status == "running":  # nearly all of them: nothing to reconcile
+                continue
             info = self._live.get(sandbox.id)
             if info is None or info.worker_id != beat.worker_id or info.state is not S.RUNNING:
                 continue
@@ -390,7 +392,7 @@ class Admin:
                 self._fail(info, FailureReason(sandbox.status), sandbox.detail or sandbox.status)
         sure_listed = beat.listed_at - _CLOCK_SKEW  # a sandbox started before this must be in the list
         for info in [
-            self._live[sid] for sid in self._on_worker.get(beat.worker_id, ()) if sid not in reported
+            self._live[sid] for sid in self._on_worker.get(beat.worker_id, set()).difference(reported)
         ]:
             if (
                 info.worker_id == beat.worker_id
