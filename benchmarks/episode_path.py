@@ -260,7 +260,8 @@ def combine(work: Path) -> Path:
     import coverage
 
     cov = coverage.Coverage(data_file=str(work / "combined.coverage"), config_file=str(work / "coveragerc"))
-    cov.combine([str(work / "data")], keep=True)
+    # Files named one by one: given a folder, combine reads only the files named after its own data file.
+    cov.combine([str(p) for p in sorted((work / "data").glob(".coverage.*"))], keep=True)
     cov.save()
     return work / "combined.coverage"
 
@@ -292,7 +293,9 @@ def main() -> None:
     parser.add_argument("--config", default="configs/ipa.yaml")
     parser.add_argument("--model", default="runs/learning/sft-s0/model", help="trainer.model")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is stopped")
-    parser.add_argument("--keep", action="store_true", help="keep the temp dir (coverage data, run, log)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temp dir (coverage data, log, run logs)"
+    )
     parser.add_argument("--report", type=Path, help="no run: report on the temp dir a --keep run left")
     parser.add_argument("overrides", nargs="*", help="more key=value overrides of the config")
     args = parser.parse_args()
@@ -332,6 +335,11 @@ def main() -> None:
     combined = combine(work)
     report(work, {"ray_leftovers_stopped": stopped, "wall_s": round(wall, 1)})
     if args.keep:
+        for weights in (
+            "model",
+            "checkpoints",
+        ):  # the run's exported model and last checkpoint: GBs, not needed
+            shutil.rmtree(run_dir / weights, ignore_errors=True)
         print(f"kept: {work} (coverage report --data-file={combined}; this report again: --report {work})")
     else:
         shutil.rmtree(work, ignore_errors=True)
