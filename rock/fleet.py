@@ -32,10 +32,21 @@ if TYPE_CHECKING:
     from rock.admin.config import AdminConfig
 
 
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A port free now and not handed out before by this process: the kernel may give a port that was just
+    released again, so two ports picked one after the other for one fleet (its admin and its proxy) could be
+    the same before either is bound."""
+    for _ in range(64):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port: int = sock.getsockname()[1]
+        if port not in _handed_out:
+            break
+    _handed_out.add(port)
+    return port
 
 
 def short_tmp(prefix: str) -> Path:

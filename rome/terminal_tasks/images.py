@@ -96,12 +96,10 @@ _networks: dict[str, BuildNetwork] = {}
 
 
 def default_build_network(admin_url: str) -> BuildNetwork:
-    """`packages` on a fleet with a package cache (a task's `pip install` builds offline), else `none`. Kept
-    per fleet once it answered: the build arguments of `packages` are part of the image's content, so every
-    process of a run must ask for the same (an admin that did not answer is asked again next time)."""
-    if admin_url not in _networks:
-        health = fleet_health(admin_url)
-        if not health:
-            return "none"
+    """`packages` on a fleet with a package cache (a task's `pip install` builds offline), else `none`: the
+    fleet's answer now, or when it does not answer, its last answer in this process (the build arguments of
+    `packages` are part of the image's content, so a run keeps asking for the same while its admin is briefly
+    unreachable; a new fleet on the same address is asked afresh)."""
+    if health := fleet_health(admin_url):
         _networks[admin_url] = "packages" if health.get("package_cache") else "none"
-    return _networks[admin_url]
+    return _networks.get(admin_url, "none")

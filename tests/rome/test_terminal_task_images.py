@@ -53,3 +53,15 @@ def test_a_task_outside_the_fleets_roots_or_without_a_worker_fails_with_its_id(a
         ensure_image(make_task(tmp_path, "outside"), admin)
     with pytest.raises(TaskImageError, match=r"^inside: .*no worker is connected"):
         ensure_image(make_task(tmp_path / "root", "inside"), admin)
+
+
+def test_the_build_network_follows_the_fleet_now_answering_at_an_address(monkeypatch) -> None:
+    """A new fleet on an address an earlier one used (tests reuse ports) is asked afresh; a fleet that does
+    not answer keeps the last answer, so a run's images keep their build arguments."""
+    from rome.terminal_tasks import images
+
+    answers = iter([{"package_cache": True}, {"package_cache": False}, {}, {"package_cache": True}, {}])
+    monkeypatch.setattr(images, "fleet_health", lambda url: next(answers))
+    url = "http://127.0.0.1:1"
+    seen = [default_build_network(url) for _ in range(5)]
+    assert seen == ["packages", "none", "none", "packages", "packages"]
