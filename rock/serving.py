@@ -110,7 +110,12 @@ def server_stack() -> tuple[str, str]:
 def run_server(main: Coroutine[Any, Any, T]) -> T:
     """asyncio.run, on uvloop's event loop when ROCK_SERVER_STACK says so."""
     if server_stack()[0] == "uvloop":
-        import uvloop
+        try:
+            import uvloop
+        except ImportError as error:
+            raise RuntimeError(
+                "ROCK_SERVER_STACK=fast needs uvloop and httptools: pip install 'ale[fast]', or unset it"
+            ) from error
 
         return uvloop.run(main)
     return asyncio.run(main)
