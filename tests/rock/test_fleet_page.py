@@ -22,6 +22,7 @@ from tests.view.browser import chromium, console_errors, keep_screenshot
 from tests.view.test_roll_view_browser import wait_for
 
 KEY, OTHER = "k" * 24, "o" * 24
+AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
 @pytest.fixture
@@ -42,6 +43,7 @@ def keyed_admin(admin_factory):  # type: ignore[no-untyped-def]
             command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "ROCK_WORKER_TOKEN": token}
         )
     waiting = threading.Thread(target=create, args=(admin.url, 20), daemon=True)
+    created: httpx.Response | None = None
     try:
         wait_for(lambda: httpx.get(f"{admin.url}/health", timeout=5).json()["workers"] == 1)
         created = create(admin.url, 10)
@@ -50,9 +52,14 @@ def keyed_admin(admin_factory):  # type: ignore[no-untyped-def]
         wait_for(lambda: fleet(admin.url, KEY)["queue_length"] == 1)
         yield admin, created.json()["id"]
     finally:
+        # Freeing the slot admits the queued create at once; otherwise its thread holds the teardown for the
+        # rest of its 20 s queue_timeout.
+        if created is not None and created.status_code == 201:
+            httpx.delete(f"{admin.url}/v1/sandboxes/{created.json()['id']}", headers=AUTH, timeout=10)
+        if waiting.ident is not None:  # started
+            waiting.join(timeout=30)
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)
-        waiting.join(timeout=30)
         shutil.rmtree(folder, ignore_errors=True)
 
 
