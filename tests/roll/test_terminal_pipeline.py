@@ -99,6 +99,10 @@ def test_a_two_step_terminal_run_trains_resampled_and_imitation_chunks(run: tupl
     for record in evals:  # greedy calls never err: the oracle solves every task from every start
         assert record["by_start"] == {task: {"0": 1.0, "1": 1.0} for task in TASKS}
         assert sorted(record["won_seeds"]) == sorted(f"{task}@{k}" for task in TASKS for k in (0, 1))
+    # Every sandbox came from a group create, by the fleet admin's own counters, and a group's episodes
+    # (they start together) shared one.
+    made = {key: sum(r.get(f"fleet/{key}", 0.0) for r in records) for key in ("sandboxes", "group_creates")}
+    assert made["sandboxes"] >= 8 and 1 <= made["group_creates"] < made["sandboxes"]
     assert "Eval success by task and start point k" in printed
     assert "won 0 that it had lost, lost 0 that it had won (both won 4)" in printed
     assert (run_dir / "model" / "config.json").is_file()

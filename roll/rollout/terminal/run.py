@@ -11,8 +11,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import ray
 
+from rock.sdk.fleet_counters import FleetCounters, fleet_counters
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.evaluation import eval_tasks, held_out_tasks
@@ -70,6 +72,7 @@ class TerminalRun:
         self.services = TerminalServices(admin_url, self.start_points, self.ledger, config.trainer.model)
         experts = oracle_experts(load_terminal_tasks(env))
         self.oracle_lengths = {task_id: len(steps) for task_id, steps in experts.items()}
+        self._counters = self._fleet_counters()
 
     def describe(self) -> list[str]:
         return ray.get(self.start_points.describe.remote())
@@ -94,7 +97,28 @@ class TerminalRun:
         return {"start_points": ray.get(self.start_points.state.remote())}
 
     def metrics(self) -> dict[str, float]:
-        return ray.get(self.start_points.metrics.remote())
+        return {**ray.get(self.start_points.metrics.remote()), **self._fleet_metrics()}
+
+    def _fleet_counters(self) -> FleetCounters | None:
+        try:
+            return fleet_counters(self.admin_url)
+        except httpx.HTTPError as error:  # an external admin that keeps /metrics from this key
+            log.warning("the fleet's /metrics did not answer (%s): step records go without fleet/", error)
+            return None
+
+    def _fleet_metrics(self) -> dict[str, float]:
+        """How the sandboxes since the last step record were made, by the admin's own counters: a group's
+        episodes start together and share one group create (rock.sdk.grouping)."""
+        if self._counters is None:
+            return {}
+        now = self._fleet_counters()
+        if now is None:
+            return {}
+        step, self._counters = now.since(self._counters), now
+        made = {"fleet/sandboxes": step.sandboxes, "fleet/group_creates": step.group_creates}
+        if step.group_creates:
+            made["fleet/sandboxes_per_group_create"] = step.group_members / step.group_creates
+        return made
 
     def close(self) -> None:
         """After the rollout workers were stopped: delete what they still held, then stop the fleet."""
