@@ -5,13 +5,12 @@ CI validates this fixed sample; `benchmarks/bench_throughput.py --validate-all` 
 """
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rome.bench.cli import DEFAULT_TASKS
-from rome.bench.runner import run_trials, sandbox_provider, trial_path
+from rome.bench.runner import run_trials, trial_path
 from rome.bench.validate import validate_tasks
 from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import load_tasks
@@ -23,10 +22,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SAMPLE = ["csv-sales-rollup", "find-large-files", "lru-cache-eviction", "salted-hash-audit", "semver-sort"]
 
 
-@pytest.fixture(scope="module")
-def provider() -> Iterator[SandboxProvider]:
-    with sandbox_provider("rock") as opened:
-        yield opened
+@pytest.fixture
+def provider(rock_provider: SandboxProvider) -> SandboxProvider:
+    """The session's private fleet (tests/conftest.py): these tests only run trials on it."""
+    return rock_provider
 
 
 def write(path: Path, text: str) -> None:

@@ -3,13 +3,12 @@ through a private ROCK fleet with its package cache (offline, seeded by set-up):
 a Terminal-Bench task without run-tests.sh, an image without python3, a grader that installs uv with curl
 and runs `uvx pytest --ctrf`, a Dockerfile with `pip install`, and every network key among them."""
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rock.packages.cache import default_folder
-from rome.bench.runner import load_finished, sandbox_provider
+from rome.bench.runner import load_finished
 from rome.bench.validate import validate_tasks
 from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import load_tasks
@@ -18,14 +17,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 WORLD = Path(__file__).resolve().parents[2] / "rome" / "tasks" / "fixtures"
 
 
-@pytest.fixture(scope="module")
-def provider() -> Iterator[SandboxProvider]:
+@pytest.fixture
+def provider(request: pytest.FixtureRequest) -> SandboxProvider:
+    """The session's private fleet (tests/conftest.py), which serves the seeded package cache offline."""
     if not (default_folder() / "pypi").is_dir():
         pytest.fail(
             f"no package cache in {default_folder()}: run `rock packages seed` (scripts/setup.sh does)"
         )
-    with sandbox_provider("rock", packages="offline") as opened:
-        yield opened
+    provider: SandboxProvider = request.getfixturevalue("rock_provider")
+    return provider
 
 
 def test_every_fixture_validates_under_the_default_policy(provider, tmp_path) -> None:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rome.bench.runner import run_trials, sandbox_provider
+from rome.bench.runner import run_trials
 from rome.terminal_tasks.sandbox import SandboxProvider
 from rome.terminal_tasks.task import load_tasks
 
@@ -99,10 +98,10 @@ def _task(root: Path, name: str, solve: str) -> None:
         (folder / path).write_text(text)
 
 
-@pytest.fixture(scope="module")
-def provider() -> Iterator[SandboxProvider]:
-    with sandbox_provider("rock") as opened:
-        yield opened
+@pytest.fixture
+def provider(rock_provider: SandboxProvider) -> SandboxProvider:
+    """The session's private fleet (tests/conftest.py): these tests only run trials on it."""
+    return rock_provider
 
 
 def test_every_cheat_scores_zero_and_the_honest_solution_one(provider, tmp_path):

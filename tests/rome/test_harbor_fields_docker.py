@@ -3,12 +3,11 @@ scores 1.0 on each (their tests check step env, healthchecks, workdir set-up and
 the sandbox), nop fails them, and the artifacts land in the trial folder."""
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rome.bench.runner import sandbox_provider, trial_path
+from rome.bench.runner import trial_path
 from rome.bench.trial import TrialResult
 from rome.bench.validate import validate_tasks
 from rome.terminal_tasks.sandbox import SandboxProvider
@@ -19,10 +18,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 FIXTURES = Path(__file__).parent / "harbor_tasks"
 
 
-@pytest.fixture(scope="module")
-def provider() -> Iterator[SandboxProvider]:
-    with sandbox_provider("rock") as opened:
-        yield opened
+@pytest.fixture
+def provider(rock_provider: SandboxProvider) -> SandboxProvider:
+    """The session's private fleet (tests/conftest.py): these tests only run trials on it."""
+    return rock_provider
 
 
 def trial(output: Path, agent: str, task_id: str) -> TrialResult:

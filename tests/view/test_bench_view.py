@@ -4,6 +4,7 @@ real browser: pass@k charts, verdict classes, a trial's cell opening its transcr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import atif
 import pytest
@@ -14,6 +15,9 @@ from rome.bench.cli import app
 from tests.view.bench_fixture import write_bench_run
 from tests.view.browser import chromium, console_errors, keep_screenshot
 from tests.view.test_roll_view_browser import wait_for
+
+if TYPE_CHECKING:
+    from rome.terminal_tasks.sandbox import SandboxProvider
 
 
 def test_every_trial_folder_holds_a_valid_atif_trajectory(tmp_path: Path) -> None:
@@ -92,18 +96,22 @@ def test_a_real_oracle_trial_writes_its_trajectory_and_the_viewer_shows_it(tmp_p
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_an_iflow_trial_keeps_its_chat_as_atif(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_iflow_trial_keeps_its_chat_as_atif(
+    rock_provider: SandboxProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """iFlow's real loop in a ROCK sandbox; only the model's choices are scripted (a test double)."""
     from iflow.testing import ScriptedOpenAIServer, call, say
     from rome.bench.cli import DEFAULT_TASKS
-    from rome.bench.runner import run_trials, sandbox_provider
+    from rome.bench.runner import run_trials
     from rome.terminal_tasks.task import load_tasks
 
     monkeypatch.setenv("IFLOW_HOME", str(tmp_path / "iflow-home"))
     suite = load_tasks(DEFAULT_TASKS, ["nim-winning-moves"])
     replies = [call("run_shell_command", command="head -2 positions.txt"), say("I give up.")]
-    with ScriptedOpenAIServer(replies) as llm, sandbox_provider("rock") as provider:
-        (trial,) = run_trials(suite.tasks, "iflow", tmp_path / "run", 1, 1, model=llm.url, provider=provider)
+    with ScriptedOpenAIServer(replies) as llm:
+        (trial,) = run_trials(
+            suite.tasks, "iflow", tmp_path / "run", 1, 1, model=llm.url, provider=rock_provider
+        )
     assert trial.verdict == "failed"
     document = atif.Trajectory.model_validate_json(
         trajectory_path(tmp_path / "run", "nim-winning-moves", 0).read_text()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rome.bench.runner import sandbox_provider
 from rome.data.collect import CollectSettings, collect
 from rome.data.families import get_family
 from rome.data.taskset import generate
@@ -18,10 +16,10 @@ from rome.data.validate import validate_taskset
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def provider() -> Iterator[object]:
-    with sandbox_provider("rock") as opened:
-        yield opened
+@pytest.fixture
+def provider(rock_provider: object) -> object:
+    """The session's private fleet (tests/conftest.py): these tests only run trials on it."""
+    return rock_provider
 
 
 def test_validate_excludes_a_task_whose_tests_pass_untouched_and_collect_skips_it(

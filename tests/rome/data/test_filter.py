@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,9 @@ from rome.data.filter import HeuristicLimits, filter_file, heuristic, per_record
 from rome.data.safety import check_command
 from rome.data.types import TrajectoryFileError, write_trajectories
 from tests.rome.data.transcripts import BENIGN, DANGEROUS, SUM, shell, transcript
+
+if TYPE_CHECKING:
+    from rome.terminal_tasks.sandbox import SandboxProvider
 
 
 @pytest.mark.parametrize(("name", "call", "rule"), DANGEROUS, ids=[d[0] for d in DANGEROUS])
@@ -137,8 +141,9 @@ def test_kept_records_carry_what_happened_to_each_call(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
-def test_a_replay_this_machine_cannot_run_drops_nothing_and_says_so(tmp_path: Path) -> None:
-    from rome.bench.runner import sandbox_provider
+def test_a_replay_this_machine_cannot_run_drops_nothing_and_says_so(
+    rock_provider: SandboxProvider, tmp_path: Path
+) -> None:
     from rome.data.filter import ReplayCannotRun, replay_stage
     from rome.data.taskset import generate
 
@@ -149,6 +154,6 @@ def test_a_replay_this_machine_cannot_run_drops_nothing_and_says_so(tmp_path: Pa
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_trajectories(source, [record])
     cannot = pytest.raises(ReplayCannotRun, match=r"the replay of numeric-0#0 could not run on this machine")
-    with sandbox_provider("rock") as provider, cannot:
-        filter_file(source, out, replay=replay_stage(provider))
+    with cannot:
+        filter_file(source, out, replay=replay_stage(rock_provider))
     assert not out.exists()  # nothing was dropped as "tests fail after the replay", nothing is cached

@@ -12,8 +12,8 @@ import pytest
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.data_stage import DataStageError
 from roll.rollout.terminal.resampling.expert import recorded_experts
-from rome.bench.runner import sandbox_provider
 from rome.data import recipe
+from rome.terminal_tasks.sandbox import SandboxProvider
 
 DATA = {"families": {"file-ops": {"level": 1}, "numeric": {"level": 1}}, "train_per_family": 2}
 
@@ -112,7 +112,7 @@ def test_a_small_stage_runs_every_step_then_is_reused(
 
 @pytest.mark.docker
 def test_what_this_machine_could_not_judge_is_no_verdict_and_a_rerun_retries_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rock_provider: SandboxProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ALE_HOME", str(tmp_path))
     config = env(families={"file-ops": {"level": 1}}, train_per_family=1)
@@ -124,15 +124,14 @@ def test_what_this_machine_could_not_judge_is_no_verdict_and_a_rerun_retries_it(
     good = dockerfile.read_text()
     dockerfile.write_text("FROM ale/no-such-base:0\n")  # its image cannot build here: infrastructure
     said: list[str] = []
-    with sandbox_provider("rock") as provider:
-        with pytest.raises(
-            DataStageError, match=r"1 of 2 instances could not be judged on this machine \(first, file-ops-0"
-        ):
-            recipe._validate(config.data, tasks, provider, planned, said.append)
-        verdicts = json.loads((tasks / "validation.json").read_text())["verdicts"]
-        assert verdicts["file-ops-0"]["judged"] is False
-        assert verdicts["file-ops-100000"]["valid"] is True
-        dockerfile.write_text(good)
-        sides = recipe._validate(config.data, tasks, provider, planned, said.append)
+    with pytest.raises(
+        DataStageError, match=r"1 of 2 instances could not be judged on this machine \(first, file-ops-0"
+    ):
+        recipe._validate(config.data, tasks, rock_provider, planned, said.append)
+    verdicts = json.loads((tasks / "validation.json").read_text())["verdicts"]
+    assert verdicts["file-ops-0"]["judged"] is False
+    assert verdicts["file-ops-100000"]["valid"] is True
+    dockerfile.write_text(good)
+    sides = recipe._validate(config.data, tasks, rock_provider, planned, said.append)
     assert sides == {"train": ["file-ops-0"], "eval": ["file-ops-100000"], "out-of-family": []}
     assert said[-1].startswith("data: validated 1 instances")
