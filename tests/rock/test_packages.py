@@ -92,7 +92,8 @@ def test_apt_installs_through_the_cache(fleet) -> None:
 
 def test_none_has_no_cache(fleet) -> None:
     with Sandbox(image="python:3.11-slim", network="none", user="root", admin_url=fleet.url) as box:
-        run = box.exec(["bash", "-c", "pip download --no-deps -d /tmp/w six"], timeout=120)
+        # No retries: with no route at all pip's five retries only wait out their backoff before failing.
+        run = box.exec(["bash", "-c", "pip download --no-deps --retries 0 -d /tmp/w six"], timeout=120)
         assert run.exit_code != 0 and "PIP_INDEX_URL" not in box.exec(["env"], timeout=30).output
 
 
