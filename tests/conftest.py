@@ -29,9 +29,18 @@ def ray_session() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def rock_provider() -> Iterator["SandboxProvider"]:
     """One private ROCK fleet (admin, local worker and the seeded package cache, offline) for the session's
-    rome-bench tests that only run trials on it: each start costs 7-14 s on 2 cores. Tests that need a fleet
-    set up otherwise start their own."""
+    tests that only run sandboxes on it: each start costs 7-18 s on 2 cores, most of it devpi's. Tests that
+    need a fleet set up otherwise start their own."""
     from rome.bench.runner import sandbox_provider
 
     with sandbox_provider("rock", packages="offline") as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def packages_fleet_url(rock_provider: "SandboxProvider") -> str:
+    """The admin URL of `rock_provider`'s fleet, for tests that make their own sandboxes there."""
+    from rome.terminal_tasks.rock_sandbox import RockProvider
+
+    assert isinstance(rock_provider, RockProvider) and rock_provider.admin_url is not None
+    return rock_provider.admin_url

@@ -10,22 +10,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from rock.fleet import LocalFleet
 from rock.packages.cache import default_folder
 from rock.sdk.sandbox import Sandbox
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[LocalFleet]:
+@pytest.fixture
+def fleet_url(packages_fleet_url: str) -> str:
+    """The session's fleet with the package cache, offline (tests/conftest.py)."""
     if not (default_folder() / "pypi").is_dir():
         pytest.fail(
             f"no package cache in {default_folder()}: run `rock packages seed` (scripts/setup.sh does)"
         )
-    args = ["--package-cache", str(default_folder()), "--package-cache-offline"]
-    with LocalFleet(admin_args=args) as started:
-        yield started
+    return packages_fleet_url
 
 
 @pytest.fixture
@@ -57,8 +55,8 @@ for host in sys.argv[2:]:
 """
 
 
-def test_pip_and_uv_use_the_cache_and_nothing_else_is_reachable(fleet, own_server) -> None:
-    with Sandbox(image="python:3.11-slim", network="packages", user="root", admin_url=fleet.url) as box:
+def test_pip_and_uv_use_the_cache_and_nothing_else_is_reachable(fleet_url, own_server) -> None:
+    with Sandbox(image="python:3.11-slim", network="packages", user="root", admin_url=fleet_url) as box:
         seeded = box.exec(["bash", "-c", "pip download --no-deps -d /tmp/w six && ls /tmp/w"], timeout=180)
         assert seeded.exit_code == 0 and "six-" in seeded.output, seeded.output
         # The cache is offline: what it was not seeded with cannot be had, however it is asked for.
@@ -74,10 +72,10 @@ def test_pip_and_uv_use_the_cache_and_nothing_else_is_reachable(fleet, own_serve
         assert index.split() == ["http://127.0.0.1:3141/root/pypi/+simple/"] * 2
 
 
-def test_apt_installs_through_the_cache(fleet) -> None:
+def test_apt_installs_through_the_cache(fleet_url) -> None:
     if not (default_folder() / "apt").is_dir():
         pytest.fail("the package cache has no apt part: install apt-cacher and run `rock packages seed`")
-    with Sandbox(image="debian:bookworm", network="packages", user="root", admin_url=fleet.url) as box:
+    with Sandbox(image="debian:bookworm", network="packages", user="root", admin_url=fleet_url) as box:
         run = box.exec(
             [
                 "bash",
@@ -90,14 +88,14 @@ def test_apt_installs_through_the_cache(fleet) -> None:
         assert run.exit_code == 0 and run.output.splitlines()[-1].startswith("curl 7."), run.output[-2000:]
 
 
-def test_none_has_no_cache(fleet) -> None:
-    with Sandbox(image="python:3.11-slim", network="none", user="root", admin_url=fleet.url) as box:
+def test_none_has_no_cache(fleet_url) -> None:
+    with Sandbox(image="python:3.11-slim", network="none", user="root", admin_url=fleet_url) as box:
         # No retries: with no route at all pip's five retries only wait out their backoff before failing.
         run = box.exec(["bash", "-c", "pip download --no-deps --retries 0 -d /tmp/w six"], timeout=120)
         assert run.exit_code != 0 and "PIP_INDEX_URL" not in box.exec(["env"], timeout=30).output
 
 
-def test_the_uv_installer_pattern_works_from_the_cache(fleet) -> None:
+def test_the_uv_installer_pattern_works_from_the_cache(fleet_url) -> None:
     """Terminal-Bench's `curl -LsSf https://astral.sh/uv/install.sh | sh`, then uvx, with packages egress
     only: uv comes from the cache (rock.worker.installers), its packages too, and other HTTPS stays shut."""
     script = (
@@ -106,7 +104,7 @@ def test_the_uv_installer_pattern_works_from_the_cache(fleet) -> None:
         '&& . "$HOME/.local/bin/env" && uvx --from pytest pytest --version '
         "&& { curl -sSf https://pypi.org/simple/ >/dev/null && echo OPEN || echo SHUT; }"
     )
-    with Sandbox(image="python:3.11-slim", network="packages", user="root", admin_url=fleet.url) as box:
+    with Sandbox(image="python:3.11-slim", network="packages", user="root", admin_url=fleet_url) as box:
         run = box.exec(["bash", "-c", script], timeout=600)
     assert run.exit_code == 0, run.output[-3000:]
     assert "from the package cache" in run.output and "pytest " in run.output, run.output[-3000:]

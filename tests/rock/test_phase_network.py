@@ -4,11 +4,8 @@ sandbox is never widened past what it was made with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from rock.fleet import LocalFleet
 from rock.packages.cache import default_folder
 from rock.sdk.errors import BadRequest
 from rock.sdk.sandbox import Sandbox
@@ -18,23 +15,22 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 PIP = "pip download --no-deps --no-cache-dir --retries 0 --timeout 5 -d /tmp/w six"
 
 
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[LocalFleet]:
+@pytest.fixture
+def fleet_url(packages_fleet_url: str) -> str:
+    """The session's fleet with the package cache, offline (tests/conftest.py)."""
     if not (default_folder() / "pypi").is_dir():
         pytest.fail(
             f"no package cache in {default_folder()}: run `rock packages seed` (scripts/setup.sh does)"
         )
-    args = ["--package-cache", str(default_folder()), "--package-cache-offline"]
-    with LocalFleet(admin_args=args) as started:
-        yield started
+    return packages_fleet_url
 
 
 def pip_works(box: Sandbox) -> bool:
     return box.exec(["bash", "-c", f"rm -rf /tmp/w; {PIP}"], timeout=120).exit_code == 0
 
 
-def test_a_packages_sandbox_loses_the_cache_and_gets_it_back(fleet) -> None:
-    with Sandbox(image="python:3.11-slim", network="packages", user="root", admin_url=fleet.url) as box:
+def test_a_packages_sandbox_loses_the_cache_and_gets_it_back(fleet_url) -> None:
+    with Sandbox(image="python:3.11-slim", network="packages", user="root", admin_url=fleet_url) as box:
         assert pip_works(box)
         assert box.set_network("none") == "none"
         assert not pip_works(box)
@@ -49,8 +45,8 @@ def interfaces(box: Sandbox) -> list[str]:
     return sorted(box.exec(["ls", "/sys/class/net"], timeout=30).output.split())
 
 
-def test_a_bridge_sandbox_is_taken_off_the_bridge_and_put_back(fleet) -> None:
-    with Sandbox(image="python:3.11-slim", network="bridge", user="root", admin_url=fleet.url) as box:
+def test_a_bridge_sandbox_is_taken_off_the_bridge_and_put_back(fleet_url) -> None:
+    with Sandbox(image="python:3.11-slim", network="bridge", user="root", admin_url=fleet_url) as box:
         assert interfaces(box) == ["eth0", "lo"]
         box.set_network("none")
         assert interfaces(box) == ["lo"]
@@ -59,7 +55,7 @@ def test_a_bridge_sandbox_is_taken_off_the_bridge_and_put_back(fleet) -> None:
         assert len(back) == 2 and back[-1] == "lo" and back[0].startswith("eth")
 
 
-def test_a_none_sandbox_cannot_be_given_a_network(fleet) -> None:
-    box = Sandbox(image="python:3.11-slim", network="none", user="root", admin_url=fleet.url)
+def test_a_none_sandbox_cannot_be_given_a_network(fleet_url) -> None:
+    box = Sandbox(image="python:3.11-slim", network="none", user="root", admin_url=fleet_url)
     with box, pytest.raises(BadRequest, match="made with network 'none'"):
         box.set_network("packages")
