@@ -2,8 +2,10 @@
 
 Production is gated so rollout runs at most `async_ratio` steps ahead of training: new groups start only
 while fewer than `(steps done + 1 + async_ratio) * groups_per_step` groups (plus those lost whole) have been
-started. `async_ratio: 0` is therefore the synchronous pipeline: the next batch is generated only after the
-weights of the current step reached the engines. The bound is also enforced on the data: a trajectory whose
+started, and never for a step past the run's last (`last_step`): those episodes would compete with the last
+step's training and the final evaluation for the same CPUs, and no step would train them. `async_ratio: 0`
+is therefore the synchronous pipeline: the next batch is generated only after the weights of the current
+step reached the engines. The bound is also enforced on the data: a trajectory whose
 oldest chunk is more than `async_ratio` versions behind the step that would train on it is dropped and
 counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again. The rollout
 is broken, and get_batch raises with the most frequent reason instead of training on what is left, when
@@ -76,7 +78,9 @@ class SampleBuffer:
         next_group: int = 0,
         drop_uniform_groups: int = 0,
         reward_source: RewardSource = "env",
+        last_step: int | None = None,
     ) -> None:
+        """`last_step`: the run's number of steps, past which no batch is made (None: no end)."""
         self.group_size = group_size
         self.groups_per_step = groups_per_step
         self.async_ratio = async_ratio
@@ -85,6 +89,7 @@ class SampleBuffer:
         self.drop_uniform_groups = drop_uniform_groups
         self.reward_source = reward_source
         self.step = step
+        self.last_step = last_step
         self._first_step = step
         self._first_group = next_group
         self._next_group = next_group
@@ -103,7 +108,11 @@ class SampleBuffer:
         self.counters = BufferCounters()
 
     def _ahead(self) -> int:
-        return self.step - self._first_step + 1 + self.async_ratio
+        """How many batches, counted from this buffer's first step, rollout may have started."""
+        furthest = self.step + 1 + self.async_ratio
+        if self.last_step is not None:
+            furthest = min(furthest, self.last_step)
+        return furthest - self._first_step
 
     def _quota(self) -> int:
         replaced = self.counters.groups_lost + self.counters.dropped_uniform

@@ -117,6 +117,7 @@ class Cluster:
                 next_group,
                 rollout.drop_uniform_groups,
                 config.reward.source,
+                config.steps,
             )
         )
         from roll.models import resolve_model_path

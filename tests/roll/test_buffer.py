@@ -260,3 +260,23 @@ def test_failure_reason_is_one_short_line() -> None:
     assert failure_reason(TimeoutError()) == "TimeoutError"
     long = failure_reason(RuntimeError("x" * 1000))
     assert len(long) == 300 and long.endswith("…") and long.startswith("RuntimeError: xxx")
+
+
+async def test_no_group_is_started_for_a_step_past_the_last() -> None:
+    buffer = await opened(
+        group_size=1, groups_per_step=1, async_ratio=1, max_attempts=3, seed_offset=0, last_step=2
+    )
+    first, second = await take(buffer), await take(buffer)
+    assert [first.group_id, second.group_id] == ["g0", "g1"]
+    assert await blocks(buffer)
+    await buffer.set_step(1)
+    assert await blocks(buffer)  # without the last step, async_ratio 1 would start g2 for step 3 now
+
+
+async def test_a_resumed_run_starts_only_the_groups_its_remaining_steps_need() -> None:
+    buffer = SampleBuffer(
+        group_size=1, groups_per_step=2, async_ratio=1, max_attempts=3, seed_offset=0, step=3, last_step=4
+    )
+    await buffer.set_step(3)
+    assert [(await take(buffer)).group_id for _ in range(2)] == ["g0", "g1"]
+    assert await blocks(buffer)
