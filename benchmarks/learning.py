@@ -36,6 +36,7 @@ from rich.table import Table
 from roll.pipeline.comparison import Paired, RunRow, final_vs, run_row, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
+LOAD_SAMPLE_S = 30  # the 1-minute load average is sampled this often while a run trains
 
 
 def run_name(config: Path, seed: int) -> str:
@@ -62,11 +63,26 @@ def train(config: Path, seed: int, out: Path, extra: list[str], console: Console
     console.print(f"[bold]{name}[/bold]: {escape(' '.join(command[3:]))} (load {load_before:.2f})")
     started = time.perf_counter()
     log = out / f"{name}.log"
+    loads = [load_before]
     with log.open("w") as handle:
-        finished = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, check=False)
+        process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                process.wait(timeout=LOAD_SAMPLE_S)
+                break
+            except subprocess.TimeoutExpired:
+                loads.append(os.getloadavg()[0])
     wall = time.perf_counter() - started
-    console.print(f"  exit {finished.returncode} after {wall / 60:.1f} min; log {log}")
-    return {"exit": finished.returncode, "minutes": wall / 60, "load_before": load_before}
+    console.print(
+        f"  exit {process.returncode} after {wall / 60:.1f} min "
+        f"(load {min(loads):.1f}-{max(loads):.1f}); log {log}"
+    )
+    return {
+        "exit": process.returncode,
+        "minutes": wall / 60,
+        "load_before": load_before,
+        "load_range": [min(loads), max(loads)],
+    }
 
 
 def read_evals(run_dir: Path) -> list[dict[str, Any]]:
@@ -86,22 +102,40 @@ def _pair(result: Paired | None) -> str:
     return f"{result.points:+.0f} pts, +{result.gained}/-{result.lost}, p = {result.p:.3g}"
 
 
+def _wins(result: Paired | None) -> str:
+    return "-" if result is None else f"+{result.gained}/-{result.lost}, p = {result.p:.3g}"
+
+
 def table(config: Path, rows: list[RunRow], runs: dict[str, dict[str, Any]]) -> Table:
     out = Table(title=f"{config}: held-out success by seed")
-    for header in ("run", "base", "SFT", "RL", "RL vs SFT (in family)", "out of family: SFT -> RL", "min"):
+    headers = (
+        "run",
+        "base",
+        "SFT",
+        "RL",
+        "SFT vs base",
+        "RL vs SFT (in family)",
+        "out of family: SFT -> RL",
+        "min",
+        "load",
+    )
+    for header in headers:
         out.add_column(header, overflow="fold")
     for row in rows:
         other = row.out_of_family
         apart = "-" if other is None else f"{other.before:.0%} -> {other.after:.0%} ({_pair(other)})"
-        minutes = runs.get(row.name, {}).get("minutes")
+        ledger = runs.get(row.name, {})
+        minutes, loads = ledger.get("minutes"), ledger.get("load_range")
         out.add_row(
             row.name,
             _pct(row.base),
             _pct(row.sft),
             _pct(row.rl),
+            _wins(row.sft_vs_base),
             _pair(row.rl_vs_sft),
             apart,
             "-" if minutes is None else f"{minutes:.1f}",
+            "-" if loads is None else f"{loads[0]:.1f}-{loads[1]:.1f}",
         )
     return out
 
@@ -140,7 +174,8 @@ def main() -> None:
         mean = "-" if summary.mean_points is None else f"{summary.mean_points:+.1f} points"
         console.print(
             f"{config}: RL > SFT with p < 0.05 in {summary.significant} of {summary.runs} runs "
-            f"({summary.finished} finished); mean in-family gain {mean}"
+            f"({summary.finished} finished); mean in-family gain {mean}; SFT above base in "
+            f"{summary.sft_above_base} of {summary.runs}"
         )
         results["configs"][str(config)] = {
             "runs": [row.as_json() | {"ledger": ledger.get(row.name)} for row in rows],

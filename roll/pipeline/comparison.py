@@ -38,21 +38,22 @@ def paired(before: Record, after: Record) -> Paired:
 
 @dataclass(frozen=True)
 class RunRow:
-    """One run's learning: base, after SFT and after RL on the in-family held-out set, RL against SFT,
-    and the same for the out-of-family set when the run has one. None where the run has no such
-    evaluation (it failed, or skipped the base evaluation)."""
+    """One run's learning: base, after SFT and after RL on the in-family held-out set, SFT against base and
+    RL against SFT, and RL against SFT on the out-of-family set when the run has one. None where the run has
+    no such evaluation (it failed, or skipped the base evaluation)."""
 
     name: str
     base: float | None
     sft: float | None
     rl: float | None
+    sft_vs_base: Paired | None
     rl_vs_sft: Paired | None
     out_of_family: Paired | None
     episodes: int
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)
-        for key in ("rl_vs_sft", "out_of_family"):
+        for key in ("sft_vs_base", "rl_vs_sft", "out_of_family"):
             value = getattr(self, key)
             if value is not None:
                 row[key]["points"] = value.points
@@ -77,6 +78,7 @@ def run_row(name: str, evals: list[Record]) -> RunRow:
         base=base["success"] if base else None,
         sft=sft["success"] if sft else None,
         rl=rl["success"] if rl else None,
+        sft_vs_base=paired(base, sft) if base is not None and sft is not None else None,
         rl_vs_sft=paired(sft, rl) if sft is not None and rl is not None else None,
         out_of_family=apart,
         episodes=int(rl["episodes"]) if rl else 0,
@@ -94,17 +96,24 @@ def final_vs(evals: list[Record], other: list[Record]) -> Paired | None:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Over a config's seeds: how many runs gained significantly (RL > SFT, p < alpha, more won than lost)
-    and the mean gain in points over every run that finished (a run that did not gain counts too)."""
+    """Over a config's seeds: how many runs gained significantly (RL > SFT, p < alpha, more won than lost),
+    the mean gain in points over every run that finished (a run that did not gain counts too), and in how
+    many runs SFT solved more held-out instances than the base model."""
 
     runs: int
     finished: int
     significant: int
     mean_points: float | None
+    sft_above_base: int
 
 
 def verdict(rows: list[RunRow], alpha: float = 0.05) -> Verdict:
     done = [row.rl_vs_sft for row in rows if row.rl_vs_sft is not None]
     significant = sum(1 for p in done if p.p < alpha and p.gained > p.lost)
     mean = sum(p.points for p in done) / len(done) if done else None
-    return Verdict(runs=len(rows), finished=len(done), significant=significant, mean_points=mean)
+    above = sum(
+        1 for row in rows if row.sft_vs_base is not None and row.sft_vs_base.after > row.sft_vs_base.before
+    )
+    return Verdict(
+        runs=len(rows), finished=len(done), significant=significant, mean_points=mean, sft_above_base=above
+    )

@@ -42,6 +42,7 @@ def test_a_run_row_keeps_the_out_of_family_set_apart() -> None:
     assert (row.base, row.sft, row.rl) == (0.0, 0.125, 0.875)
     assert row.rl_vs_sft is not None and (row.rl_vs_sft.gained, row.rl_vs_sft.lost) == (6, 0)
     assert row.rl_vs_sft.p == pytest.approx(2 / 2**6)  # 0.03125
+    assert row.sft_vs_base is not None and (row.sft_vs_base.gained, row.sft_vs_base.lost) == (1, 0)
     assert row.out_of_family is not None and (row.out_of_family.gained, row.out_of_family.lost) == (0, 1)
     assert row.as_json()["out_of_family"]["points"] == pytest.approx(-25.0)
 
@@ -53,6 +54,7 @@ def test_a_failed_run_stays_in_the_table_and_the_verdict() -> None:
     assert crashed.rl is None and crashed.rl_vs_sft is None
     summary = verdict([gained, flat, crashed])
     assert (summary.runs, summary.finished, summary.significant) == (3, 2, 1)
+    assert summary.sft_above_base == 0  # no run evaluated its base model
     assert summary.mean_points == pytest.approx((75.0 + 0.0) / 2)
 
 
@@ -62,3 +64,10 @@ def test_ipa_against_grpo_compares_the_same_instances_only() -> None:
     result = final_vs(ipa, grpo)
     assert result is not None and (result.gained, result.lost) == (2, 0)
     assert final_vs(ipa, [record("after RL", ["t0@0"], instances=4)]) is None
+
+
+def test_sft_above_base_counts_runs_whose_sft_solved_more() -> None:
+    better = run_row("s0", [record("base", []), record("after SFT", ["t0@0"]), record("after RL", [])])
+    same = run_row("s1", [record("base", ["t1@0"]), record("after SFT", ["t2@0"]), record("after RL", [])])
+    assert same.sft_vs_base is not None and (same.sft_vs_base.gained, same.sft_vs_base.lost) == (1, 1)
+    assert verdict([better, same]).sft_above_base == 1
