@@ -227,6 +227,13 @@ def test_recorded_experts_take_each_tasks_shortest_clean_success(tmp_path: Path)
         "initialized resampling: 1 of 1 train tasks start from their shortest successful trajectory in "
         f"{path}, the others from their oracle solution"
     ]
+    from_scratch = config.model_copy(
+        update={"resampling": config.resampling.model_copy(update={"enabled": False})}
+    )
+    assert StartPoints(from_scratch, tmp_path / "scratch", None).describe() == [
+        "imitation fallback (every episode starts from scratch): 1 of 1 train tasks imitate their shortest "
+        f"successful trajectory in {path}, the others their oracle solution"
+    ]
     assert points.book.load_saved()[TASK].describe() == (
         f"{TASK}: starts from the recorded ({path}) expert (2 steps); no saved expert at "
         f"{tmp_path / 'experts' / (TASK + '.json')}"

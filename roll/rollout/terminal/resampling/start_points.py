@@ -55,9 +55,14 @@ class StartPoints:
         labels = {task_id: f"recorded ({config.experts})" for task_id in recorded if task_id in given}
         self._given: list[str] = []
         if config.experts is not None:
+            counted, source = f"{len(labels)} of {len(given)} train tasks", f"in {config.experts}"
             self._given.append(
-                f"initialized resampling: {len(labels)} of {len(given)} train tasks start from their "
-                f"shortest successful trajectory in {config.experts}, the others from their oracle solution"
+                f"initialized resampling: {counted} start from their shortest successful trajectory "
+                f"{source}, the others from their oracle solution"
+                if config.resampling.enabled
+                # Episodes start from scratch: the experts only feed the imitation fallback.
+                else f"imitation fallback (every episode starts from scratch): {counted} imitate their "
+                f"shortest successful trajectory {source}, the others their oracle solution"
             )
         self.book = ExpertBook(given, experts_dir, fingerprints, labels)
         self.starts = self.book.load_saved() if state is not None else {}
