@@ -12,6 +12,7 @@ seed. A run that failed or did not gain stays in the table. The last line is JSO
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 1 2 3 4
     python benchmarks/learning.py --config configs/ipa.yaml --config configs/grpo.yaml --seeds 0 1 2
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 1 --table-only   # existing runs
+    python benchmarks/learning.py --config configs/ipa.yaml --table-only --markdown    # as in the README
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 --set steps=2      # a quick try
 
 Baseline: the SFT model is each run's own baseline (RL vs SFT); with two configs, the second is the first's.
@@ -106,38 +107,52 @@ def _wins(result: Paired | None) -> str:
     return "-" if result is None else f"+{result.gained}/-{result.lost}, p = {result.p:.3g}"
 
 
+HEADERS = (
+    "run",
+    "base",
+    "SFT",
+    "RL",
+    "SFT vs base",
+    "RL vs SFT (in family)",
+    "out of family: SFT -> RL",
+    "min",
+    "load",
+)
+
+
+def cells(row: RunRow, runs: dict[str, dict[str, Any]]) -> list[str]:
+    """One run's row of the table, under HEADERS."""
+    other = row.out_of_family
+    apart = "-" if other is None else f"{other.before:.0%} -> {other.after:.0%} ({_pair(other)})"
+    ledger = runs.get(row.name, {})
+    minutes, loads = ledger.get("minutes"), ledger.get("load_range")
+    return [
+        row.name,
+        _pct(row.base),
+        _pct(row.sft),
+        _pct(row.rl),
+        _wins(row.sft_vs_base),
+        _pair(row.rl_vs_sft),
+        apart,
+        "-" if minutes is None else f"{minutes:.1f}",
+        "-" if loads is None else f"{loads[0]:.1f}-{loads[1]:.1f}",
+    ]
+
+
 def table(config: Path, rows: list[RunRow], runs: dict[str, dict[str, Any]]) -> Table:
     out = Table(title=f"{config}: held-out success by seed")
-    headers = (
-        "run",
-        "base",
-        "SFT",
-        "RL",
-        "SFT vs base",
-        "RL vs SFT (in family)",
-        "out of family: SFT -> RL",
-        "min",
-        "load",
-    )
-    for header in headers:
+    for header in HEADERS:
         out.add_column(header, overflow="fold")
     for row in rows:
-        other = row.out_of_family
-        apart = "-" if other is None else f"{other.before:.0%} -> {other.after:.0%} ({_pair(other)})"
-        ledger = runs.get(row.name, {})
-        minutes, loads = ledger.get("minutes"), ledger.get("load_range")
-        out.add_row(
-            row.name,
-            _pct(row.base),
-            _pct(row.sft),
-            _pct(row.rl),
-            _wins(row.sft_vs_base),
-            _pair(row.rl_vs_sft),
-            apart,
-            "-" if minutes is None else f"{minutes:.1f}",
-            "-" if loads is None else f"{loads[0]:.1f}-{loads[1]:.1f}",
-        )
+        out.add_row(*cells(row, runs))
     return out
+
+
+def markdown(rows: list[RunRow], runs: dict[str, dict[str, Any]]) -> str:
+    """The same table in Markdown, as the README carries it."""
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(cells(row, runs)) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -149,6 +164,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "learning", help="Runs and logs go here.")
     parser.add_argument("--set", action="append", default=[], help="An override for every run (key=value).")
     parser.add_argument("--table-only", action="store_true", help="Read the runs already in --out.")
+    parser.add_argument("--markdown", action="store_true", help="Print the tables as Markdown.")
     args = parser.parse_args()
     if len(args.config) > 2:
         parser.error("give one config, or two to compare (e.g. IPA and GRPO)")
@@ -169,7 +185,10 @@ def main() -> None:
     }
     for config in args.config:
         rows = [run_row(run_name(config, seed), evals[(config, seed)]) for seed in args.seeds]
-        console.print(table(config, rows, ledger))
+        if args.markdown:
+            print(markdown(rows, ledger))
+        else:
+            console.print(table(config, rows, ledger))
         summary = verdict(rows)
         mean = "-" if summary.mean_points is None else f"{summary.mean_points:+.1f} points"
         console.print(
