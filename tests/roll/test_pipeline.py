@@ -102,11 +102,12 @@ def test_short_synchronous_run_after_an_sft_warm_start(ray_session: None, tmp_pa
 
 @pytest.fixture(scope="module")
 def cluster(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A running pipeline whose env steps take 0.3 s, so episodes stay in flight long enough to kill."""
+    """A running pipeline whose env steps take 0.3 s, so episodes stay in flight long enough to kill. Its
+    tests drive it for up to 6 batches, and the buffer makes none past `steps`."""
     from roll.pipeline.cluster import Cluster
 
     run_dir = tmp_path_factory.mktemp("cluster")
-    config = validate_config(TrainConfig, tiny_config(run_dir, env={"latency_s": 0.3}))
+    config = validate_config(TrainConfig, tiny_config(run_dir, steps=6, env={"latency_s": 0.3}))
     cluster = Cluster(config, config.trainer.model, step=0, next_group=0)
     cluster.sync_weights()
     cluster.set_step(0)
