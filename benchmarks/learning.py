@@ -97,14 +97,12 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _pair(result: Paired | None) -> str:
-    if result is None:
-        return "-"
-    return f"{result.points:+.0f} pts, +{result.gained}/-{result.lost}, p = {result.p:.3g}"
-
-
 def _wins(result: Paired | None) -> str:
     return "-" if result is None else f"+{result.gained}/-{result.lost}, p = {result.p:.3g}"
+
+
+def _pair(result: Paired | None) -> str:
+    return "-" if result is None else f"{result.points:+.0f} pts, {_wins(result)}"
 
 
 HEADERS = (

@@ -1,17 +1,17 @@
 """The sample buffer: hands episodes to rollout workers, assembles train batches under a staleness bound.
 
-Production is gated so rollout runs at most `async_ratio` steps ahead of training: new groups start only
-while fewer than `(steps done + 1 + async_ratio) * groups_per_step` groups (plus those lost whole) have been
+Production is gated so rollout runs at most `async_ratio` steps ahead of training: new groups start only while
+fewer than `(steps done + 1 + async_ratio) * groups_per_step` groups (plus those lost whole) have been
 started, and never for a step past the run's last (`last_step`): those episodes would compete with the last
-step's training and the final evaluation for the same CPUs, and no step would train them. `async_ratio: 0`
-is therefore the synchronous pipeline: the next batch is generated only after the weights of the current
-step reached the engines. The bound is also enforced on the data: a trajectory whose
-oldest chunk is more than `async_ratio` versions behind the step that would train on it is dropped and
-counted. Episodes that fail for infrastructure reasons, or whose worker died, are sampled again. The rollout
-is broken, and get_batch raises with the most frequent reason instead of training on what is left, when
-LOST_GROUPS_LIMIT groups in a row lose every episode that way (env or engine failing on every call), or when
-more than half of the last FAILING_WINDOW episodes failed (sandboxes, proxy or engine failing most of the
-time: a run that went on would train on the few episodes that happened to get through).
+step's training and the final evaluation for the same CPUs, and no step would train them. `async_ratio: 0` is
+therefore the synchronous pipeline: the next batch is generated only after the weights of the current step
+reached the engines. The bound is also enforced on the data: a trajectory whose oldest chunk is more than
+`async_ratio` versions behind the step that would train on it is dropped and counted. Episodes that fail for
+infrastructure reasons, or whose worker died, are sampled again. The rollout is broken, and get_batch raises
+with the most frequent reason instead of training on what is left, when LOST_GROUPS_LIMIT groups in a row lose
+every episode that way (env or engine failing on every call), or when more than half of the last
+FAILING_WINDOW episodes failed (sandboxes, proxy or engine failing most of the time: a run that went on would
+train on the few episodes that happened to get through).
 
 Dynamic sampling (`drop_uniform_groups: N`): a finished group whose episodes all got the same reward (as
 reward.source picks it) has a zero group-baseline advantage, so it would cost a train step's compute and teach

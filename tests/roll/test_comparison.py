@@ -68,6 +68,6 @@ def test_ipa_against_grpo_compares_the_same_instances_only() -> None:
 
 def test_sft_above_base_counts_runs_whose_sft_solved_more() -> None:
     better = run_row("s0", [record("base", []), record("after SFT", ["t0@0"]), record("after RL", [])])
-    same = run_row("s1", [record("base", ["t1@0"]), record("after SFT", ["t2@0"]), record("after RL", [])])
-    assert same.sft_vs_base is not None and (same.sft_vs_base.gained, same.sft_vs_base.lost) == (1, 1)
-    assert verdict([better, same]).sft_above_base == 1
+    tie = run_row("s1", [record("base", ["t1@0"]), record("after SFT", ["t2@0"]), record("after RL", [])])
+    assert tie.sft_vs_base is not None and (tie.sft_vs_base.gained, tie.sft_vs_base.lost) == (1, 1)
+    assert verdict([better, tie]).sft_above_base == 1
