@@ -123,7 +123,7 @@ class EngineCore:
         self.waiting: deque[PrefillJob] = deque()
         self.prefix_cache = PrefixCache(config.prefix_cache_tokens, config.prefix_min_match)
         self._offloaded: OffloadedWeights | None = None
-        self._linears = PackedLinears(model)
+        self._linears = PackedLinears(model, getattr(torch, config.matmul_dtype))
         self._pack_linears = packing_supported(model)
         if self._pack_linears:
             self._linears.pack()
