@@ -29,9 +29,9 @@ class TorchEngineConfig(BaseModel):
     seed: int = Field(0, description="Seeds the per-request generators of requests that bring no seed.")
     matmul_dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
-        description="Dtype of the linear layers' matmuls in the engine's passes on CPU (weights packed in it, "
-        "activations cast in and out; norms, attention and the KV cache keep the model's dtype). bfloat16 "
-        "computes the linears as a trainer under bf16 autocast does, and decodes about 2x faster on a CPU with "
-        "AMX or avx512_bf16.",
+        description="Dtype of the linear layers' matmuls in the engine's passes on CPU (weights packed "
+        "in it, activations cast in and out; norms, attention and the KV cache keep the model's dtype). "
+        "bfloat16 computes the linears as a trainer under bf16 autocast does, and decodes about 2x faster "
+        "on a CPU with AMX or avx512_bf16.",
     )
     num_threads: int | None = Field(None, ge=1, description="torch intra-op threads; None keeps torch's.")

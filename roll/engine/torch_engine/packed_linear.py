@@ -6,9 +6,9 @@ through oneDNN with its weight packed ahead of time; a decoder layer's seven lin
 Prefill chunks (256 rows) gain less (~18%). The results agree with sgemm's to float32 rounding (~1e-5 on
 logits), as two sgemm calls with different row counts do among themselves.
 
-With `matmul_dtype: bfloat16` the packed weights are bfloat16 and each linear casts its input to bfloat16 and its
-output back, as a trainer under bf16 autocast computes them; on a CPU with AMX or avx512_bf16 that made the
-lm head 3x and a decoder layer's linears 4-5x faster than packed float32 (16 rows, one thread).
+With `matmul_dtype: bfloat16` the packed weights are bfloat16 and each linear casts its input to bfloat16
+and its output back, as a trainer under bf16 autocast computes them; on a CPU with AMX or avx512_bf16 that
+made the lm head 3x and a decoder layer's linears 4-5x faster than packed float32 (16 rows, one thread).
 
 The engine packs every `nn.Linear` weight once (again after a weight update or wake; it drops them while
 asleep) and routes the modules through the packed weights only inside its own forward passes, so the model
@@ -54,7 +54,9 @@ class PackedLinears:
             self._packed = [
                 (
                     module,
-                    torch.ops.mkldnn._reorder_linear_weight(module.weight.detach().to(self._dtype), _ROWS_HINT),
+                    torch.ops.mkldnn._reorder_linear_weight(
+                        module.weight.detach().to(self._dtype), _ROWS_HINT
+                    ),
                     None if module.bias is None else module.bias.detach().to(self._dtype),
                 )
                 for module in self._model.modules()
