@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from rock.proxy.client import ProxyClient
@@ -55,6 +56,10 @@ class TerminalEnvManager:
         self.endpoints = AgentEndpoints(fronts, ServedTokenizer(model_id, tokenizer), config.agent.timeout_s)
         self.provider = LedgerProvider(admin_url, ledger, worker_id)
         self.scheduler = StartScheduler(config, start_points, oracles, tokenizer)
+        # An episode holds a thread from sandbox to verdict. The fleet runs `slots` sandboxes at once, so as many
+        # threads let an evaluation use every slot; the worker's default pool is sized for training's
+        # episodes_in_flight and held an 80-episode evaluation to about 9 at once.
+        self._episode_threads = ThreadPoolExecutor(config.rock.slots, thread_name_prefix="terminal-episode")
 
     async def run_episode(
         self, task: EpisodeTask, engine: int, sampling: SamplingConfig
@@ -69,7 +74,9 @@ class TerminalEnvManager:
         begun = await self.scheduler.begin(task, terminal_task.id)
         placement, loop = self.config.agent.placement, asyncio.get_running_loop()
         proxy = await asyncio.to_thread(self.endpoints.for_placement, placement, engine, sampling, loop)
-        episode = await asyncio.to_thread(self._play, terminal_task, proxy, begun.expert, begun.start)
+        episode = await loop.run_in_executor(
+            self._episode_threads, self._play, terminal_task, proxy, begun.expert, begun.start
+        )
         record = episode.record
         if episode.failure_mode in INFRA_FAILURES:
             raise EpisodeError(f"{terminal_task.id}: {episode.failure_mode}: {episode.error}")
@@ -134,3 +141,4 @@ class TerminalEnvManager:
 
     def close(self) -> None:
         self.endpoints.close()
+        self._episode_threads.shutdown(wait=False, cancel_futures=True)
