@@ -56,8 +56,8 @@ class TerminalEnvManager:
         self.endpoints = AgentEndpoints(fronts, ServedTokenizer(model_id, tokenizer), config.agent.timeout_s)
         self.provider = LedgerProvider(admin_url, ledger, worker_id)
         self.scheduler = StartScheduler(config, start_points, oracles, tokenizer)
-        # An episode holds a thread from sandbox to verdict. The fleet runs `slots` sandboxes at once, so as many
-        # threads let an evaluation use every slot; the worker's default pool is sized for training's
+        # An episode holds a thread from sandbox to verdict. The fleet runs `slots` sandboxes at once, so as
+        # many threads let an evaluation use every slot; the worker's default pool is sized for training's
         # episodes_in_flight and held an 80-episode evaluation to about 9 at once.
         self._episode_threads = ThreadPoolExecutor(config.rock.slots, thread_name_prefix="terminal-episode")
 
