@@ -13,6 +13,10 @@ that
 - records every process's titles (Ray renames actor processes `ray::<Actor>.<method>`) to name its role;
 - wraps socket.socket.listen and records each listening socket opened from Python: process, address and the
   project frames that opened it.
+- profiles every Python call (sys.setprofile, threading.setprofile) and, until the step record, writes down
+  the project frames on the stack each time project code calls out of the project: into a torch module (the
+  model) or backward, the optimizer, HTTP (httpx), the Docker SDK, Ray (remote calls, get, put, wait) or a
+  child process (subprocess), each distinct stack once.
 
 What is counted: distinct files under roll/, rock/, iflow/, rome/ with at least one line executed, grouped by
 package: `total` (everything the run executed, the step's checkpoint, final export and shutdown included) and
@@ -24,7 +28,11 @@ driver and its Ray actors alone (the fleet's processes left out). Run with
 does. "Loopback servers" lists the sockets opened by project code in the driver or a Ray actor
 (`episode_path_servers`: the model path would show here, e.g. an HTTP proxy or an engine's OpenAI server)
 apart from the fleet's own control plane (`fleet_servers`: admin and worker, a process boundary) and Ray's
-(no project frame). Not measured: code inside sandbox containers (the rocklet runs there from a mounted
+(no project frame). "On the call stacks" counts the files with a function on one of those stacks: the chains
+of calls that lead from `roll train` and each actor's and fleet process's entry to the work an episode and a
+step do outside the project, which is what a reader follows to trace an episode; a file whose code ran but
+was never on such a chain (config models, helpers that returned before the call out) is left out of it.
+Not measured: code inside sandbox containers (the rocklet runs there from a mounted
 runtime without this environment), and threads created by C++ (coverage on Python 3.11 traces only threads
 started from Python).
 
@@ -89,18 +97,65 @@ def _note_title(seen):
 
 
 def _watch():
+    global _after
     cov = coverage.Coverage.current()
-    seen, after = set(), False
+    seen = set()
     while True:
         _note_title(seen)
-        if cov is not None:
-            if not after and os.path.exists(_MARK) and os.path.getsize(_MARK) > 0:
+        if not _after and os.path.exists(_MARK) and os.path.getsize(_MARK) > 0:
+            _after = True
+            if cov is not None:
                 cov.switch_context("'''
     + AFTER
     + """")
-                after = True
+        if cov is not None:
             cov.save()
         time.sleep(1.0)
+
+
+# Where project code calls out of the project: into a torch module (the model), the optimizer, HTTP, the
+# Docker SDK, Ray (remote calls, get, put, wait) or a child process.
+_CROSSINGS = (
+    (os.sep + os.path.join("torch", "nn", "modules", "module.py"), "model"),
+    (os.sep + os.path.join("torch", "_tensor.py"), "model"),  # backward()
+    (os.sep + os.path.join("torch", "nn", "functional.py"), "model"),
+    (os.sep + os.path.join("torch", "optim") + os.sep, "optimizer"),
+    (os.sep + "httpx" + os.sep, "http"),
+    (os.sep + "docker" + os.sep, "docker"),
+    (os.sep + "ray" + os.sep, "ray"),
+    (os.sep + "subprocess.py", "subprocess"),
+)
+_kinds = {}
+_stacks = set()
+_after = False
+
+
+def _crossing(filename):
+    kind = _kinds.get(filename)
+    if kind is None:
+        project = filename.startswith(_PACKAGES)
+        kind = "" if project else next((k for needle, k in _CROSSINGS if needle in filename), "")
+        _kinds[filename] = kind
+    return kind
+
+
+def _profile(frame, event, arg):
+    if event != "call" or _after:
+        return
+    kind = _crossing(frame.f_code.co_filename)
+    caller = frame.f_back
+    if not kind or caller is None or not caller.f_code.co_filename.startswith(_PACKAGES):
+        return
+    stack = []
+    while caller is not None:
+        if caller.f_code.co_filename.startswith(_PACKAGES):
+            stack.append(os.path.relpath(caller.f_code.co_filename, _ROOT) + ":" + caller.f_code.co_name)
+        caller = caller.f_back
+    key = (kind, tuple(stack))
+    if key not in _stacks:
+        _stacks.add(key)
+        with open(os.path.join(_DIR, "stacks", f"{os.getpid()}.jsonl"), "a") as f:
+            f.write(json.dumps({"kind": kind, "stack": stack}) + "\\n")
 
 
 _listen = socket.socket.listen
@@ -123,6 +178,8 @@ def _recording_listen(self, *args):
 
 
 socket.socket.listen = _recording_listen
+sys.setprofile(_profile)
+threading.setprofile(_profile)
 threading.Thread(target=_watch, name="episode-path-coverage", daemon=True).start()
 """
 )
@@ -133,6 +190,7 @@ def write_setup(work: Path) -> dict[str, str]:
     (work / "roles").mkdir()
     (work / "data").mkdir()
     (work / "hook").mkdir()
+    (work / "stacks").mkdir()
     (work / "hook" / "sitecustomize.py").write_text(HOOK)
     # `include`, not `source`: with source, every save also records each unexecuted file of the packages.
     include = "\n".join(f"    {ROOT / p}/*" for p in PACKAGES)
@@ -232,6 +290,23 @@ def read_data(work: Path) -> tuple[Lines, Lines]:
                 if any(c != AFTER for c in contexts):
                     before[name][rel].add(line)
     return total, before
+
+
+def read_stacks(work: Path) -> dict[str, dict[str, set[str]]]:
+    """Per kind of crossing, the project files on its call stacks, per process role (the data stage's and
+    SFT's children left out)."""
+    titles: dict[int, list[str]] = {
+        int(p.stem): json.loads(p.read_text()) for p in (work / "roles").glob("*.json")
+    }
+    files: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for path in sorted((work / "stacks").glob("*.jsonl")):
+        name = role(titles.get(int(path.stem), []))
+        if name in {"data_stage", "sft"}:
+            continue
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            files[record["kind"]][name] |= {frame.split(":")[0] for frame in record["stack"]}
+    return files
 
 
 def function_lines(rel: str) -> set[int]:
@@ -369,6 +444,14 @@ def report(work: Path, extra: dict[str, object]) -> None:
     later = set(everything) - set(path) - set(stage)
     print(f"only after the step (checkpoint, export, shutdown): {len(later)}: " + ", ".join(sorted(later)))
     print(f"data stage child (rome data prepare): {len(stage)} files {by_package(set(stage))}")
+    stacks = read_stacks(work)
+    on_stacks = {f for by_role in stacks.values() for named in by_role.values() for f in named}
+    print(f"\non the call stacks where project code calls out (before the step): {len(on_stacks)} files")
+    print(f"  {by_package(on_stacks)}")
+    for kind in sorted(stacks):
+        named = {f for by_role in stacks[kind].values() for f in by_role}
+        processes = ", ".join(sorted(stacks[kind]))
+        print(f"  into {kind} ({len(named)}, from {processes}): {', '.join(sorted(named))}")
     print("\nthe ten files on the path with the most executed lines (executed / lines in the file):")
     for f in sorted(path, key=lambda f: -len(path[f]))[:10]:
         print(f"  {len(path[f]):5d} / {len((ROOT / f).read_text().splitlines()):5d}  {f}")
@@ -382,6 +465,8 @@ def report(work: Path, extra: dict[str, object]) -> None:
         "path_by_package": by_package(set(path)),
         "path_files_called": len(called),
         "path_called_by_package": by_package(called),
+        "call_stack_files": len(on_stacks),
+        "call_stack_by_package": by_package(on_stacks),
         "path_files_driver_and_actors": len(train),
         "path_driver_and_actors_by_package": by_package(set(train)),
         "total_files": len(everything),
