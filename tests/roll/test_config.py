@@ -94,7 +94,8 @@ def test_train_config_picks_trainer_and_engine_variants_by_type() -> None:
         load_config(TrainConfig, None, ["trainer.type=jax"])
     with pytest.raises(ConfigError, match=r"engines\.engine\.type must be 'torch', 'sglang' or 'scripted'"):
         load_config(TrainConfig, None, ["engines.engine.type=vllm"])
-    with pytest.raises(ConfigError, match=r"engines\.engine\.tp_size: unknown key \(allowed keys: max_batch"):
+    unknown_engine_key = r"engines\.engine\.tp_size: unknown key \(allowed keys: matmul_dtype, max_batch"
+    with pytest.raises(ConfigError, match=unknown_engine_key):
         load_config(TrainConfig, None, ["engines.engine.tp_size=2"])
     with pytest.raises(ConfigError, match=r"trainer\.device: unknown key \(allowed keys: activation_rec"):
         load_config(TrainConfig, None, ["trainer.type=megatron", "trainer.device=cuda"])
