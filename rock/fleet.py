@@ -303,12 +303,17 @@ def _stop_when_orphaned(
             # The fleet stops first: a create still under way would otherwise start a container after the
             # sweep below, and the stopped worker would leave it running.
             _stop(child)
-            for wid in worker_ids:
-                remove_containers(wid)
-            release_mounts_under(state_dir)
-            shutil.rmtree(state_dir, ignore_errors=True)
+            _sweep(worker_ids, state_dir)
             os.kill(os.getpid(), signal.SIGTERM)
             return
+
+
+def _sweep(worker_ids: list[str], state_dir: Path) -> None:
+    """What a dead launcher's fleet leaves: its workers' containers, the mounts and the state folder."""
+    for wid in worker_ids:
+        remove_containers(wid)
+    release_mounts_under(state_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def serve_private(
@@ -368,6 +373,10 @@ def main() -> None:
         _stop(child)
         if cleaning.is_set():  # the launcher died: the sweep of its containers and state folder finishes
             watcher.join(timeout=120)
+        elif not _alive(options.parent_pid):
+            # The admin watches the launcher too (every second, the watcher every 2 s) and can end on its own
+            # first; the sweep then falls to this thread, after the admin's last write.
+            _sweep(options.worker_id, options.state_dir)
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
