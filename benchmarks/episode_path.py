@@ -68,7 +68,7 @@ AFTER = "after_step"
 HOOK = (
     '''
 """Started by benchmarks/episode_path.py in every Python process of the measured run."""
-import json, os, socket, sys, threading, time, traceback
+import atexit, json, os, socket, sys, threading, time, traceback
 
 import coverage
 
@@ -96,20 +96,35 @@ def _note_title(seen):
             json.dump(sorted(seen), f)
 
 
+# coverage saves once more at exit; a save from this thread at that moment crashed the process (two
+# threads closing one SQLite connection), so the exit handler (it runs before coverage's) ends these saves.
+_saving = threading.Lock()
+_exiting = False
+
+
+def _stop_saving():
+    global _exiting
+    with _saving:
+        _exiting = True
+
+
 def _watch():
     global _after
     cov = coverage.Coverage.current()
     seen = set()
     while True:
         _note_title(seen)
-        if not _after and os.path.exists(_MARK) and os.path.getsize(_MARK) > 0:
-            _after = True
-            if cov is not None:
-                cov.switch_context("'''
+        with _saving:
+            if _exiting:
+                return
+            if not _after and os.path.exists(_MARK) and os.path.getsize(_MARK) > 0:
+                _after = True
+                if cov is not None:
+                    cov.switch_context("'''
     + AFTER
     + """")
-        if cov is not None:
-            cov.save()
+            if cov is not None:
+                cov.save()
         time.sleep(1.0)
 
 
@@ -180,6 +195,7 @@ def _recording_listen(self, *args):
 socket.socket.listen = _recording_listen
 sys.setprofile(_profile)
 threading.setprofile(_profile)
+atexit.register(_stop_saving)
 threading.Thread(target=_watch, name="episode-path-coverage", daemon=True).start()
 """
 )
