@@ -16,7 +16,9 @@ that
 - profiles every Python call (sys.setprofile, threading.setprofile) and, until the step record, writes down
   the project frames on the stack each time project code calls out of the project: into a torch module (the
   model) or backward, the optimizer, HTTP (httpx), the Docker SDK, Ray (remote calls, get, put, wait) or a
-  child process (subprocess), each distinct stack once.
+  child process (subprocess), each distinct stack once; and where it hands work to another thread or asyncio
+  task (create_task, run_coroutine_threadsafe, an executor's submit, Thread.start), since a stack starts
+  afresh there and the chain a reader follows goes on in the new one.
 
 What is counted: distinct files under roll/, rock/, iflow/, rome/ with at least one line executed, grouped by
 package: `total` (everything the run executed, the step's checkpoint, final export and shutdown included) and
@@ -145,19 +147,37 @@ _stacks = set()
 _after = False
 
 
-def _crossing(filename):
+# Where project code hands work to another thread or asyncio task: the chain a reader follows goes on there
+# (the new stack starts at the task's or thread's entry), so the handing-off stack is recorded too.
+_HANDOFFS = {
+    os.path.join("asyncio", "tasks.py"): {"create_task", "ensure_future", "run_coroutine_threadsafe"},
+    os.path.join("asyncio", "base_events.py"): {"create_task", "run_in_executor", "call_soon_threadsafe"},
+    os.path.join("asyncio", "threads.py"): {"to_thread"},
+    os.path.join("concurrent", "futures", "thread.py"): {"submit"},
+    os.sep + "threading.py": {"start"},
+}
+_handoff_names = {}
+
+
+def _crossing(code):
+    filename = code.co_filename
     kind = _kinds.get(filename)
     if kind is None:
         project = filename.startswith(_PACKAGES)
         kind = "" if project else next((k for needle, k in _CROSSINGS if needle in filename), "")
         _kinds[filename] = kind
+        _handoff_names[filename] = set() if project else next(
+            (names for suffix, names in _HANDOFFS.items() if filename.endswith(suffix)), set()
+        )
+    if not kind and code.co_name in _handoff_names[filename]:
+        return "handoff"
     return kind
 
 
 def _profile(frame, event, arg):
     if event != "call" or _after:
         return
-    kind = _crossing(frame.f_code.co_filename)
+    kind = _crossing(frame.f_code)
     caller = frame.f_back
     if not kind or caller is None or not caller.f_code.co_filename.startswith(_PACKAGES):
         return
@@ -462,8 +482,16 @@ def report(work: Path, extra: dict[str, object]) -> None:
     print(f"data stage child (rome data prepare): {len(stage)} files {by_package(set(stage))}")
     stacks = read_stacks(work)
     on_stacks = {f for by_role in stacks.values() for named in by_role.values() for f in named}
+    train_stacks = {
+        f
+        for by_role in stacks.values()
+        for name, named in by_role.items()
+        if name == "driver" or name.startswith("ray::")
+        for f in named
+    }
     print(f"\non the call stacks where project code calls out (before the step): {len(on_stacks)} files")
     print(f"  {by_package(on_stacks)}")
+    print(f"  in the driver and its Ray actors: {len(train_stacks)} {by_package(train_stacks)}")
     for kind in sorted(stacks):
         named = {f for by_role in stacks[kind].values() for f in by_role}
         processes = ", ".join(sorted(stacks[kind]))
@@ -483,6 +511,8 @@ def report(work: Path, extra: dict[str, object]) -> None:
         "path_called_by_package": by_package(called),
         "call_stack_files": len(on_stacks),
         "call_stack_by_package": by_package(on_stacks),
+        "call_stack_files_driver_and_actors": len(train_stacks),
+        "call_stack_driver_and_actors_by_package": by_package(train_stacks),
         "path_files_driver_and_actors": len(train),
         "path_driver_and_actors_by_package": by_package(set(train)),
         "total_files": len(everything),
