@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from rock.admin.metrics import AdminMetrics
-from rock.sdk.fleet_counters import FleetCounters, parse_counters
+from rock.sdk.grouping import FleetCounters, parse_counters
 
 
 def test_counters_are_read_from_the_admins_own_metrics_and_differenced() -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import ray
 
-from rock.sdk.fleet_counters import FleetCounters, fleet_counters
+from rock.sdk.grouping import FleetCounters, fleet_counters
 from roll.rollout.episode import EpisodeTask
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.evaluation import eval_tasks, held_out_tasks
