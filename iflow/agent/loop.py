@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import platform
 import time
+from datetime import date
 from typing import Any
 
 from iflow.agent.approval import (
@@ -16,10 +18,9 @@ from iflow.agent.approval import (
     is_refused,
     needs_approval,
 )
-from iflow.agent.environment import snapshot_environment
 from iflow.agent.runtime import AgentConfig, AgentRuntime, RunResult, SubagentEvents, TerminationReason
 from iflow.context import CharEstimateCounter, TokenCounter, apply_summary, build_summary_request, prepare
-from iflow.executors.base import ExecutorError
+from iflow.executors.base import Executor, ExecutorError
 from iflow.llm import LLMError, ParsedToolCall, Usage
 from iflow.sessions import Session
 from iflow.tools.base import Tool, ToolContext, ToolError, ToolKind, ToolResult
@@ -347,3 +348,26 @@ class Agent:
             if self.session is not None:
                 self.session.record_result(result.to_dict())
         return result
+
+
+def snapshot_environment(executor: Executor, tool_names: list[str]) -> EnvironmentSnapshot:
+    """The session-start environment snapshot (the impure half of the environment reminder)."""
+    try:
+        listing = tuple(f"{e.name}/" if e.is_dir else e.name for e in executor.list_directory("."))
+    except ExecutorError:
+        listing = ()
+    git = executor.run("git status --short --branch 2>/dev/null", timeout_s=20)
+    git_status = git.output if git.exit_code == 0 and git.output.strip() else None
+    if executor.kind == "local":
+        os_name = f"{platform.system()} {platform.release()}"
+    else:
+        uname = executor.run("uname -sr", timeout_s=20)
+        os_name = uname.output.strip() or "Linux"
+    return EnvironmentSnapshot(
+        cwd=executor.workdir,
+        listing=listing,
+        git_status=git_status,
+        tools=tuple(tool_names),
+        date=date.today().isoformat(),
+        os=os_name,
+    )

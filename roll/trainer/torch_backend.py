@@ -26,11 +26,10 @@ from roll.algo.batch import PackedBatch
 from roll.algo.losses import Loss, summarize
 from roll.trainer.config import TorchBackendConfig
 from roll.trainer.distributed import full_tensor, gather_objects, shard_model, world
-from roll.trainer.forward import packed_logprobs, padded_logprobs
+from roll.trainer.forward import packed_logprobs, padded_logprobs, use_varlen_attention
 from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.protocol import InferenceWeights
 from roll.trainer.schedule import lr_factor
-from roll.trainer.varlen_attention import use_varlen_attention
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

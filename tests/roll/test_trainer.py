@@ -13,17 +13,18 @@ from roll.algo.config import IPALossConfig, SFTLossConfig
 from roll.algo.losses import build_loss
 from roll.trainer import forward
 from roll.trainer.config import OptimizerConfig, ScheduleConfig, TorchBackendConfig
-from roll.trainer.forward import packed_logprobs, padded_logprobs
-from roll.trainer.micro_batches import plan_micro_batches
-from roll.trainer.packing import pack_trajectories
-from roll.trainer.schedule import lr_factor
-from roll.trainer.torch_backend import TorchBackend
-from roll.trainer.varlen_attention import (
+from roll.trainer.forward import (
     VARLEN,
+    packed_logprobs,
+    padded_logprobs,
     sequence_boundaries,
     use_varlen_attention,
     varlen_attention_forward,
 )
+from roll.trainer.micro_batches import plan_micro_batches
+from roll.trainer.packing import pack_trajectories
+from roll.trainer.schedule import lr_factor
+from roll.trainer.torch_backend import TorchBackend
 from roll.types import Chunk, Trajectory
 
 CPU = torch.device("cpu")
