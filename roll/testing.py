@@ -49,7 +49,8 @@ GATHER_POLL_S = 0.05
 
 class ScriptedEngine:
     """Answers request i with `replies[i]` (or `policy(prompt text)`); an exhausted script is an
-    `EngineError` naming the request."""
+    `EngineError` naming the request. Like the engine, a reply ends at the request's first stop string: its
+    text just before it, its token ids with it (and no end of turn)."""
 
     def __init__(
         self,
@@ -99,7 +100,13 @@ class ScriptedEngine:
         finally:
             with self._lock:
                 self.in_flight -= 1
-        token_ids = self.tokenizer.encode(text, add_special_tokens=False) + self.end_of_turn
+        hits = sorted((text.find(stop), stop) for stop in request.params.stop if stop and stop in text)
+        if hits:
+            cut, stop = hits[0]
+            token_ids = self.tokenizer.encode(text[: cut + len(stop)], add_special_tokens=False)
+            text = text[:cut]
+        else:
+            token_ids = self.tokenizer.encode(text, add_special_tokens=False) + self.end_of_turn
         completion = Completion(
             index=0, token_ids=token_ids, logprobs=[0.0] * len(token_ids), text=text, finish_reason="stop"
         )

@@ -45,7 +45,7 @@ def create_app(config: ProxyConfig) -> FastAPI:
     store = EpisodeStore(config.max_chunks_per_episode)
     upstream = Upstream(config) if config.upstream_url else None
     train = (
-        TrainMode(upstream, store, config.max_tokens, config.temperature)
+        TrainMode(upstream, store, config.max_tokens, config.temperature, config.stop)
         if config.mode == "train" and upstream
         else None
     )

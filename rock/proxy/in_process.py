@@ -26,10 +26,11 @@ class InProcessProxy:
         engine: ChatEngine,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        stop: list[str] | None = None,
         max_chunks_per_episode: int = DEFAULT_MAX_CHUNKS,
     ) -> None:
         self.store = EpisodeStore(max_chunks_per_episode)
-        self.train = TrainMode(engine, self.store, max_tokens, temperature)
+        self.train = TrainMode(engine, self.store, max_tokens, temperature, stop)
 
     def open_episode(
         self,

@@ -58,10 +58,12 @@ class TrainMode:
         store: EpisodeStore,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        stop: list[str] | None = None,
     ) -> None:
         self.engine = engine
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.stop = stop or []
         self.store = store
         self.counter = CharEstimateCounter()
 
@@ -120,10 +122,14 @@ class TrainMode:
         return _openai_answer(response)
 
     def _sampling(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The agent's sampling fields under the proxy's temperature and output cap."""
+        """The agent's sampling fields under the proxy's temperature, output cap and stop strings."""
         sampling = {key: body[key] for key in SAMPLING_FIELDS if body.get(key) is not None}
         if self.temperature is not None:
             sampling["temperature"] = self.temperature
+        if self.stop:
+            asked = sampling.get("stop") or []
+            asked = [asked] if isinstance(asked, str) else list(asked)
+            sampling["stop"] = asked + [s for s in self.stop if s not in asked]
         if self.max_tokens is not None:
             asked = sampling.pop("max_completion_tokens", None) or sampling.get("max_tokens")
             sampling["max_tokens"] = min(asked or self.max_tokens, self.max_tokens)

@@ -43,6 +43,11 @@ class ProxyConfig(BaseModel):
     temperature: float | None = Field(
         None, ge=0, description="Train mode: sampling temperature for every call (None: the agent's)"
     )
+    stop: list[str] = Field(
+        default_factory=list,
+        description="Train mode: stop strings added to every call's own (a call ends at the first; its "
+        "token ids keep the stop string's tokens, its text ends before it)",
+    )
     max_retries: int = Field(4, ge=0, description="Retries of a 429/5xx or unreachable upstream (deploy)")
     backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles each retry")
     timeout_s: float = Field(600.0, gt=0, description="Read timeout of one upstream call")

@@ -58,3 +58,8 @@ class SamplingConfig(StrictConfig):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass, in (0, 1]; 1 is off.")
     top_k: int = Field(0, ge=0, description="Sample among the k likeliest tokens; 0 is off.")
     max_new_tokens: int = Field(64, ge=1, description="Most tokens per LLM call.")
+    stop: list[str] = Field(
+        default_factory=list,
+        description="Stop strings: a call's answer ends at the first one it writes (its token ids are kept, "
+        "the text ends before it), e.g. ['</tool_call>'] so an answer ends with its tool call.",
+    )

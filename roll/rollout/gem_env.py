@@ -142,6 +142,7 @@ class GEMEnvManager:
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=sampling.top_k,
+            stop=sampling.stop,
             stop_token_ids=self.stop_token_ids,
             seed=seed,
         )

@@ -220,6 +220,26 @@ def test_train_caps_output_tokens(engine: str):
     assert answer.usage is not None and answer.usage.completion_tokens == len(chunk.output_ids) <= 3
 
 
+def test_train_adds_its_stop_strings_to_the_agents(engine: str):
+    messages = [{"role": "user", "content": "Count."}]
+    free = engine_direct(engine, messages, **GREEDY)["choices"][0]
+    text = free["message"]["content"]
+    assert len(text.strip()) >= 4, f"the tiny model's greedy answer is too short to cut: {text!r}"
+    stop = text.strip()[2:4]
+    with ProxyThread(ProxyConfig(mode="train", upstream_url=engine, stop=[stop])) as proxy:
+        client = ProxyClient(proxy.url)
+        episode = client.open_episode()
+        agent = openai.OpenAI(base_url=client.episode_url(episode), api_key="unused")
+        # The agent's own stop string (never written) does not replace the proxy's.
+        answer = agent.chat.completions.create(model="any", messages=messages, stop=["\x00never"], **GREEDY)
+        recorded = client.end_episode(episode).chunks[0]
+    assert answer.choices[0].finish_reason == "stop" and recorded.finish_reason == "stop"
+    assert answer.choices[0].message.content == text[: text.find(stop)]
+    # The ids keep what was generated up to and including the stop string: a prefix of the free answer's.
+    ids = recorded.chunk.output_ids
+    assert 0 < len(ids) < len(free["token_ids"]) and ids == free["token_ids"][: len(ids)]
+
+
 def test_train_needs_an_episode(train_proxy: ProxyThread):
     body = {"model": "any", "messages": [{"role": "user", "content": "hi"}]}
     missing = httpx.post(f"{train_proxy.url}/v1/chat/completions", json=body)

@@ -25,6 +25,14 @@ from roll.rollout.terminal.serving import AgentEndpoints, EngineChat, HostProxy,
 from roll.testing import ScriptedEngine
 
 SYSTEM = {"role": "system", "content": "You are a terminal agent."}
+SHELL_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "run_shell_command",
+        "description": "Run a shell command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
+}
 
 
 def shell_call(command: str) -> str:
@@ -118,6 +126,45 @@ def test_a_host_agents_call_reaches_the_engine_actor_in_process_with_no_server(
     assert chunk.output_logprobs is not None and len(chunk.output_logprobs) == len(chunk.output_ids)
     assert "List /app." in tiny_moe.tokenizer.decode(chunk.context_ids)
     assert no_server == [] and endpoints._servers == {} and endpoints._proxies == {}
+
+
+def test_rollout_stop_strings_end_an_answer_at_its_tool_call(
+    tiny_moe: Any, loop: asyncio.AbstractEventLoop
+) -> None:
+    """A policy that repeats the closing tag instead of ending its turn (what RL drifted to): with
+    `stop: ['</tool_call>']` the recorded answer ends at the first one and the call is still parsed."""
+    reply = shell_call("ls /app")
+    engine = ScriptedEngine(tiny_moe.tokenizer, [reply + "</tool_call>" * 5])
+    endpoints = AgentEndpoints(
+        [_DirectFront(engine)], ServedTokenizer(tiny_moe.model_id, tiny_moe.tokenizer), 60.0
+    )
+    proxy = endpoints.host_proxy(0, SamplingConfig(max_new_tokens=64, stop=["</tool_call>"]), loop)
+    episode_id = proxy.open_episode("stopped")
+    llm = LLMClient(
+        LLMConfig(base_url="http://unused.invalid/v1", model="policy"), endpoint=proxy.endpoint(episode_id)
+    )
+    answer = llm.complete([SYSTEM, {"role": "user", "content": "List /app."}], tools=[SHELL_TOOL])
+    recorded = proxy.end_episode(episode_id).chunks[0]
+    endpoints.close()
+
+    assert [(call.name, call.arguments) for call in answer.tool_calls] == [
+        ("run_shell_command", {"command": "ls /app"})
+    ]
+    assert recorded.chunk.output_ids == tiny_moe.tokenizer.encode(reply, add_special_tokens=False)
+    assert recorded.finish_reason == "tool_calls"
+
+
+class _DirectFront:
+    """The worker's engine front over an engine in this process (no Ray actor)."""
+
+    def __init__(self, engine: ScriptedEngine) -> None:
+        self.engine = engine
+
+    def load_max_context(self) -> None:
+        """The engine is at hand: its context length needs no remote call."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
 
 
 def test_a_call_that_does_not_continue_the_episode_is_refused_and_counted(

@@ -152,6 +152,7 @@ class AgentEndpoints:
                     EngineChat(self._front(engine), self.served),
                     max_tokens=sampling.max_new_tokens,
                     temperature=sampling.temperature,
+                    stop=sampling.stop,
                 )
             return HostProxy(self._in_process[key], loop)
 
@@ -185,6 +186,7 @@ class AgentEndpoints:
                     upstream_url=f"{self._servers[engine].url}/v1",
                     max_tokens=sampling.max_new_tokens,
                     temperature=sampling.temperature,
+                    stop=sampling.stop,
                     # A call may take as long as its episode; one that timed out is not retried (the
                     # engine would start the same generation over).
                     timeout_s=self.max_call_s,
