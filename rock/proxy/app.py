@@ -26,7 +26,7 @@ from rock.proxy.errors import ProxyError
 from rock.proxy.recording import DeployMode, Recorder, ReplayMode
 from rock.proxy.sockets import SocketListeners
 from rock.proxy.sse import completion_events
-from rock.proxy.train import TrainMode, check_messages
+from rock.proxy.train import Sampling, TrainMode, check_messages
 from rock.proxy.types import (
     EPISODE_HEADER,
     SANDBOX_HEADER,
@@ -45,7 +45,7 @@ def create_app(config: ProxyConfig) -> FastAPI:
     store = EpisodeStore(config.max_chunks_per_episode)
     upstream = Upstream(config) if config.upstream_url else None
     train = (
-        TrainMode(upstream, store, config.max_tokens, config.temperature, config.stop)
+        TrainMode(upstream, store, config.max_tokens, Sampling.of(config))
         if config.mode == "train" and upstream
         else None
     )

@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from rock.proxy.episodes import DEFAULT_MAX_CHUNKS, EpisodeStore
-from rock.proxy.train import ChatEngine, TrainMode, check_messages
+from rock.proxy.train import ChatEngine, Sampling, TrainMode, check_messages
 from rock.proxy.types import EpisodeOpen, EpisodeRecord
 
 
@@ -25,12 +25,11 @@ class InProcessProxy:
         self,
         engine: ChatEngine,
         max_tokens: int | None = None,
-        temperature: float | None = None,
-        stop: list[str] | None = None,
+        sampling: Sampling | None = None,
         max_chunks_per_episode: int = DEFAULT_MAX_CHUNKS,
     ) -> None:
         self.store = EpisodeStore(max_chunks_per_episode)
-        self.train = TrainMode(engine, self.store, max_tokens, temperature, stop)
+        self.train = TrainMode(engine, self.store, max_tokens, sampling)
 
     def open_episode(
         self,

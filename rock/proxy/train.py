@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from iflow.context import CharEstimateCounter, ContextState, apply_summary, prepare
 from rock.proxy.episodes import Episode, EpisodeStore
 from rock.proxy.errors import ProxyError
 from rock.proxy.types import Chunk, RecordedChunk
+
+if TYPE_CHECKING:
+    from rock.proxy.types import ProxyConfig
 
 # Fields of the agent's request that reach the engine; others (stream, n, logprobs) are the proxy's.
 TOOL_FIELDS = ("tools", "tool_choice")
@@ -22,6 +26,31 @@ SAMPLING_FIELDS = (
     "seed",
 )
 TOKEN_FIELDS = ("token_ids", "token_logprobs", "weight_version")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How train mode samples every call, whatever the agent asks: the trainer's settings (None: the
+    agent's). Stop strings are added to the agent's own."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, config: ProxyConfig) -> Sampling:
+        return cls(config.temperature, config.top_p, config.top_k, list(config.stop))
+
+    def apply(self, sampling: dict[str, Any]) -> dict[str, Any]:
+        """The agent's sampling fields with these settings laid over them."""
+        chosen = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+        sampling = sampling | {key: value for key, value in chosen.items() if value is not None}
+        if self.stop:
+            asked = sampling.get("stop") or []
+            asked = [asked] if isinstance(asked, str) else list(asked)
+            sampling["stop"] = asked + [s for s in self.stop if s not in asked]
+        return sampling
 
 
 class ChatEngine(Protocol):
@@ -57,13 +86,11 @@ class TrainMode:
         engine: ChatEngine,
         store: EpisodeStore,
         max_tokens: int | None = None,
-        temperature: float | None = None,
-        stop: list[str] | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
         self.engine = engine
         self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.stop = stop or []
+        self.sampling = sampling or Sampling()
         self.store = store
         self.counter = CharEstimateCounter()
 
@@ -122,14 +149,10 @@ class TrainMode:
         return _openai_answer(response)
 
     def _sampling(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The agent's sampling fields under the proxy's temperature, output cap and stop strings."""
-        sampling = {key: body[key] for key in SAMPLING_FIELDS if body.get(key) is not None}
-        if self.temperature is not None:
-            sampling["temperature"] = self.temperature
-        if self.stop:
-            asked = sampling.get("stop") or []
-            asked = [asked] if isinstance(asked, str) else list(asked)
-            sampling["stop"] = asked + [s for s in self.stop if s not in asked]
+        """The agent's sampling fields under the proxy's sampling settings and output cap."""
+        sampling = self.sampling.apply(
+            {key: body[key] for key in SAMPLING_FIELDS if body.get(key) is not None}
+        )
         if self.max_tokens is not None:
             asked = sampling.pop("max_completion_tokens", None) or sampling.get("max_tokens")
             sampling["max_tokens"] = min(asked or self.max_tokens, self.max_tokens)

@@ -43,6 +43,12 @@ class ProxyConfig(BaseModel):
     temperature: float | None = Field(
         None, ge=0, description="Train mode: sampling temperature for every call (None: the agent's)"
     )
+    top_p: float | None = Field(
+        None, gt=0, le=1, description="Train mode: nucleus sampling mass for every call (None: the agent's)"
+    )
+    top_k: int | None = Field(
+        None, ge=0, description="Train mode: top-k for every call, 0 off (None: the agent's)"
+    )
     stop: list[str] = Field(
         default_factory=list,
         description="Train mode: stop strings added to every call's own (a call ends at the first; its "

@@ -18,6 +18,7 @@ from iflow.types import ContextConfig
 from rock.fleet import short_tmp
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
+from rock.proxy.train import Sampling
 
 TOOLS = [
     {
@@ -238,6 +239,33 @@ def test_train_adds_its_stop_strings_to_the_agents(engine: str):
     # The ids keep what was generated up to and including the stop string: a prefix of the free answer's.
     ids = recorded.chunk.output_ids
     assert 0 < len(ids) < len(free["token_ids"]) and ids == free["token_ids"][: len(ids)]
+
+
+def test_train_samples_as_the_trainer_says_whatever_the_agent_asks(engine: str):
+    """top_k=1 from the run's config makes any temperature greedy: the agent's hot sampling is overruled."""
+    messages = [{"role": "user", "content": "Count."}]
+    greedy = engine_direct(engine, messages, **GREEDY)["choices"][0]["token_ids"]
+    with ProxyThread(ProxyConfig(mode="train", upstream_url=engine, top_k=1, top_p=0.5)) as proxy:
+        client = ProxyClient(proxy.url)
+        episode = client.open_episode()
+        agent = openai.OpenAI(base_url=client.episode_url(episode), api_key="unused")
+        agent.chat.completions.create(
+            model="any", messages=messages, temperature=1.5, max_tokens=6, seed=5, top_p=1.0
+        )
+        chunk = client.end_episode(episode).chunks[0].chunk
+    assert chunk.output_ids == greedy
+
+
+def test_train_sampling_lays_the_runs_settings_over_the_agents():
+    agent = {"temperature": 0.2, "top_p": 0.9, "stop": "END", "seed": 3}
+    assert Sampling(temperature=1.0, top_k=4, stop=["</tool_call>", "END"]).apply(agent) == {
+        "temperature": 1.0,
+        "top_p": 0.9,
+        "top_k": 4,
+        "stop": ["END", "</tool_call>"],
+        "seed": 3,
+    }
+    assert Sampling().apply(agent) == agent
 
 
 def test_train_needs_an_episode(train_proxy: ProxyThread):

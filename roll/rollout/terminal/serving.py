@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from iflow.llm import EndpointError
 from rock.proxy.errors import ProxyError
 from rock.proxy.in_process import InProcessProxy
+from rock.proxy.train import Sampling
 from rock.proxy.types import EpisodeRecord
 from roll.engine.server.loopback import LoopbackServer
 
@@ -38,6 +39,11 @@ class ServedTokenizer:
 
     model_id: str
     tokenizer: PreTrainedTokenizerBase
+
+
+def proxy_sampling(sampling: SamplingConfig) -> Sampling:
+    """The run's sampling as the train-mode proxy lays it over every agent call."""
+    return Sampling(sampling.temperature, sampling.top_p, sampling.top_k, list(sampling.stop))
 
 
 class EngineChat:
@@ -151,8 +157,7 @@ class AgentEndpoints:
                 self._in_process[key] = InProcessProxy(
                     EngineChat(self._front(engine), self.served),
                     max_tokens=sampling.max_new_tokens,
-                    temperature=sampling.temperature,
-                    stop=sampling.stop,
+                    sampling=proxy_sampling(sampling),
                 )
             return HostProxy(self._in_process[key], loop)
 
@@ -186,6 +191,8 @@ class AgentEndpoints:
                     upstream_url=f"{self._servers[engine].url}/v1",
                     max_tokens=sampling.max_new_tokens,
                     temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    top_k=sampling.top_k,
                     stop=sampling.stop,
                     # A call may take as long as its episode; one that timed out is not retried (the
                     # engine would start the same generation over).
