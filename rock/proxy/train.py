@@ -46,10 +46,11 @@ class Sampling:
         """The agent's sampling fields with these settings laid over them."""
         chosen = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
         sampling = sampling | {key: value for key, value in chosen.items() if value is not None}
-        if self.stop:
-            asked = sampling.get("stop") or []
-            asked = [asked] if isinstance(asked, str) else list(asked)
-            sampling["stop"] = asked + [s for s in self.stop if s not in asked]
+        asked = sampling.get("stop")
+        # Anything but a string or a list is left for the engine's request validation to refuse.
+        if self.stop and (asked is None or isinstance(asked, str | list)):
+            own = [asked] if isinstance(asked, str) else list(asked or [])
+            sampling["stop"] = own + [s for s in self.stop if s not in own]
         return sampling
 
 

@@ -266,6 +266,8 @@ def test_train_sampling_lays_the_runs_settings_over_the_agents():
         "seed": 3,
     }
     assert Sampling().apply(agent) == agent
+    # An agent's malformed stop reaches the engine as sent, which answers 400 (no proxy crash).
+    assert Sampling(stop=["</tool_call>"]).apply({"stop": 5}) == {"stop": 5}
 
 
 def test_train_needs_an_episode(train_proxy: ProxyThread):
