@@ -234,6 +234,11 @@ def test_recorded_experts_take_each_tasks_shortest_clean_success(tmp_path: Path)
         "imitation fallback (every episode starts from scratch): 1 of 1 train tasks imitate their shortest "
         f"successful trajectory in {path}, the others their oracle solution"
     ]
+    # GRPO's setting (no expert prefix, no imitation): no expert is used, so none is announced.
+    no_experts = from_scratch.model_copy(
+        update={"resampling": from_scratch.resampling.model_copy(update={"imitation": False})}
+    )
+    assert StartPoints(no_experts, tmp_path / "none", None).describe() == []
     assert points.book.load_saved()[TASK].describe() == (
         f"{TASK}: starts from the recorded ({path}) expert (2 steps); no saved expert at "
         f"{tmp_path / 'experts' / (TASK + '.json')}"

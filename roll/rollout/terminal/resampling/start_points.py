@@ -54,12 +54,13 @@ class StartPoints:
             shutil.rmtree(experts_dir, ignore_errors=True)
         labels = {task_id: f"recorded ({config.experts})" for task_id in recorded if task_id in given}
         self._given: list[str] = []
-        if config.experts is not None:
+        resampling = config.resampling
+        if config.experts is not None and (resampling.enabled or resampling.imitation):
             counted, source = f"{len(labels)} of {len(given)} train tasks", f"in {config.experts}"
             self._given.append(
                 f"initialized resampling: {counted} start from their shortest successful trajectory "
                 f"{source}, the others from their oracle solution"
-                if config.resampling.enabled
+                if resampling.enabled
                 # Episodes start from scratch: the experts only feed the imitation fallback.
                 else f"imitation fallback (every episode starts from scratch): {counted} imitate their "
                 f"shortest successful trajectory {source}, the others their oracle solution"
