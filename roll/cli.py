@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from roll.pipeline.cli import plot, train
 from roll.rollout.players.cli import app as players_app
 from roll.sft.cli import sft
 from roll.view.cli import view
@@ -51,9 +52,63 @@ def serve(
     uvicorn.run(create_app(engine, loaded), host=host, port=port, log_level="info")
 
 
+@app.command()
+def train(
+    config: Path = typer.Argument(..., help="YAML config, e.g. configs/ipa.yaml."),
+    overrides: list[str] | None = typer.Argument(
+        None, help="Overrides as key.sub=value, e.g. steps=4 async_ratio=0 resume=true."
+    ),
+) -> None:
+    """RL training on Ray: async rollout, sample buffer, weight sync; results under runs/<name>/."""
+    from rich.console import Console
+
+    from roll.config import ConfigError, load_config
+    from roll.pipeline.config import TrainConfig
+
+    console = Console(stderr=True)
+    try:
+        parsed = load_config(TrainConfig, config, overrides or [])
+    except ConfigError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from error
+    from rich.markup import escape
+
+    from roll.pipeline.buffer import RolloutFailing
+    from roll.pipeline.controller import WarmStartError
+    from roll.pipeline.controller import train as run_training
+    from roll.pipeline.tracking import ResumeError
+    from roll.rollout.envs import env_errors
+
+    expected = (WarmStartError, ResumeError, RolloutFailing, *env_errors())
+    try:
+        run_training(parsed, console)
+    except expected as error:
+        # Raised in the buffer actor, a RolloutFailing arrives wrapped by Ray; its cause holds the message.
+        console.print(f"[red]{escape(str(getattr(error, 'cause', None) or error))}[/red]")
+        raise typer.Exit(1) from error
+
+
+@app.command()
+def plot(
+    run_dir: Path = typer.Argument(..., help="A run folder, e.g. runs/ipa."),
+    output: Path | None = typer.Option(None, help="PNG file (default RUN_DIR/curves.png)."),
+) -> None:
+    """Draw a run's curves (reward, success, eval success, lengths, IS/mask stats, throughput; terminal
+    runs also success by start point k and failed episodes per step) as PNG."""
+    from rich.console import Console
+
+    from roll.plot import PlotError, plot_run
+
+    console = Console(stderr=True)
+    try:
+        path = plot_run(run_dir, output)
+    except PlotError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from error
+    console.print(f"Wrote {path}")
+
+
 # These modules import only typer at the top, so `roll --help` stays instant.
-app.command("train")(train)
-app.command("plot")(plot)
 app.command("sft")(sft)
 app.command("view")(view)
 app.add_typer(players_app, name="players")

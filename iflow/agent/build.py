@@ -1,10 +1,16 @@
-"""Wire an agent from settings and command-line options: model, executor, memory, hooks, sub-agents."""
+"""Wire an agent from settings and command-line options: model, executor, memory, hooks, sub-agents; and
+`sandbox_agent`, the headless agent on the host whose tools run in a ROCK sandbox someone else owns (what
+agent-native rollouts and data collection run, one per episode)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from iflow import memory, workflows
 from iflow.agent.approval import ApprovalMode, Approver, deny_all
@@ -12,13 +18,17 @@ from iflow.agent.loop import Agent
 from iflow.agent.prompts import GENERAL_PURPOSE, main_system_prompt
 from iflow.agent.runtime import AgentConfig, AgentEvents, AgentRuntime, SubagentSpec
 from iflow.executors.base import Executor
+from iflow.executors.rock import RockExecutor
 from iflow.hooks import HookEvent, run_hooks
-from iflow.llm import LLMClient, LLMConfig
+from iflow.llm import ChatEndpoint, LLMClient, LLMConfig
 from iflow.sessions import Session
 from iflow.settings import Settings, load_settings, project_root
 from iflow.todos import TodoStore
 from iflow.tools import tools_for
 from iflow.types import PromptProfile
+
+if TYPE_CHECKING:
+    from iflow.executors.rock import Sandbox
 
 
 class ConfigurationError(Exception):
@@ -96,8 +106,6 @@ def make_executor(options: AgentOptions) -> Executor:
         from iflow.executors.local import LocalExecutor
 
         return LocalExecutor(options.cwd)
-    from iflow.executors.rock import RockExecutor
-
     return RockExecutor.start(options.sandbox_image, workdir=options.sandbox_workdir, upload=options.cwd)
 
 
@@ -192,3 +200,50 @@ def build_agent(
     history = session.messages if session is not None else None
     tools = tools_for(parts.prompt_profile)
     return Agent(runtime, tools, prompt, parts.config, session=session, history=history)
+
+
+@contextmanager
+def sandbox_agent(
+    sandbox: Sandbox,
+    workdir: str,
+    base_url: str | ChatEndpoint,
+    model: str,
+    timeout_s: float,
+    max_turns: int,
+    prompt_profile: PromptProfile | None = None,
+    tmp_prefix: str = "iflow-sandbox-",
+) -> Iterator[tuple[Agent, AgentParts]]:
+    """A YOLO agent and its parts; the sandbox stays open when the agent closes (its owner deletes it).
+    `base_url`: the model's OpenAI base URL, or an endpoint in this process (no HTTP)."""
+    endpoint = None if isinstance(base_url, str) else base_url
+    cwd = Path(tempfile.mkdtemp(prefix=tmp_prefix))  # empty: no host memory or hooks leak into the agent
+    try:
+        options = AgentOptions(
+            cwd=cwd,
+            base_url=base_url if endpoint is None else endpoint.name,
+            model=model,
+            approval_mode=ApprovalMode.YOLO,
+            prompt_profile=prompt_profile,
+        )
+        settings = load_settings(cwd)
+        # One call may take as long as the episode: a shorter read timeout would retry it while the
+        # engine still works on the first request (on a loaded CPU one call can take minutes).
+        llm = LLMClient(
+            llm_config(settings, options).model_copy(update={"timeout_s": timeout_s}), endpoint=endpoint
+        )
+        executor = RockExecutor(sandbox, workdir=workdir)
+        config = AgentConfig(
+            approval_mode=ApprovalMode.YOLO,
+            context=settings.context,
+            max_time_s=timeout_s,
+            max_turns=max_turns,
+        )
+        parts = AgentParts(settings, options, llm, executor, TodoStore(executor.workdir), config)
+        agent = build_agent(parts)
+        try:
+            yield agent, parts
+        finally:
+            agent.close()
+            llm.close()
+    finally:
+        shutil.rmtree(cwd, ignore_errors=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import ray
 
 from roll.engine.types import EngineStats, GenerateRequest, GenerateResult
-from roll.trainer.select import build_backend
+from roll.trainer.protocol import build_backend
 
 if TYPE_CHECKING:
     import torch
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from roll.engine.protocol import InferenceEngine
     from roll.pipeline.config import EngineConfig
     from roll.trainer.distributed import Rendezvous
-    from roll.trainer.select import TrainerConfig
+    from roll.trainer.protocol import TrainerConfig
     from roll.types import TensorSpec, Trajectory
 
 

@@ -16,7 +16,7 @@ from roll.rollout.config import SamplingConfig
 from roll.rollout.envs import EnvConfig, default_env_config, env_kind
 from roll.rollout.terminal.scripted_config import ScriptedEngineConfig
 from roll.trainer.config import TorchBackendConfig
-from roll.trainer.select import TrainerConfig
+from roll.trainer.protocol import TrainerConfig
 
 EngineConfig = Annotated[
     Annotated[TorchEngineConfig, Tag("torch")]

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from roll.algo.config import LossConfig
     from roll.pipeline.config import ResourcesConfig
-    from roll.trainer.select import TrainerConfig
+    from roll.trainer.protocol import TrainerConfig
     from roll.types import TensorSpec, Trajectory
 
 LOOPBACK = "127.0.0.1"

@@ -9,7 +9,7 @@ from pydantic import Field
 from roll.algo.config import SFTLossConfig
 from roll.config import StrictConfig
 from roll.trainer.config import TorchBackendConfig
-from roll.trainer.select import TrainerConfig
+from roll.trainer.protocol import TrainerConfig
 
 
 class SFTDataConfig(StrictConfig):

@@ -17,8 +17,7 @@ from roll.progress import StepProgress
 from roll.sft.config import SFTConfig
 from roll.sft.data import load_trajectories
 from roll.trainer.packing import pack_trajectories
-from roll.trainer.protocol import TrainBackend
-from roll.trainer.select import build_backend
+from roll.trainer.protocol import TrainBackend, build_backend
 from roll.types import Trajectory
 
 LATEST = "latest"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from iflow.agent import TerminationReason
-from iflow.agent.on_sandbox import sandbox_agent
+from iflow.agent.build import sandbox_agent
 from iflow.types import PromptProfile
 from rome.bench.agents import AgentOutcome, CommandRecord
 from rome.data.types import tool_steps

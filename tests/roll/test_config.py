@@ -129,7 +129,7 @@ def test_gpu_variants_say_they_need_a_gpu_when_built_on_this_machine() -> None:
     from roll.engine.sglang.config import SGLangEngineConfig
     from roll.pipeline.actors import build_engine
     from roll.trainer.megatron.config import MegatronBackendConfig
-    from roll.trainer.select import build_backend
+    from roll.trainer.protocol import build_backend
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU: the GPU backends are checked by scripts/gpu_check.sh")

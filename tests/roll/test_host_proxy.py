@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from iflow.llm import EndpointError, LLMClient, LLMConfig, LLMError
-from rock.proxy.in_process import InProcessProxy
+from rock.proxy.train import InProcessProxy
 from roll.rollout.config import SamplingConfig
 from roll.rollout.engine_front import EngineFront
 from roll.rollout.terminal import serving

@@ -101,7 +101,7 @@ def test_recipes_run_iflow_in_a_fleet_with_initialized_resampling(name: str) -> 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
 def test_the_recipe_trainer_without_cuda_says_which_config_to_use() -> None:
     from roll.trainer.megatron.backend import MegatronNeedsCudaError
-    from roll.trainer.select import build_backend
+    from roll.trainer.protocol import build_backend
 
     with pytest.raises(MegatronNeedsCudaError) as error:
         build_backend(_ipa("ipa_qwen3_30b_a3b.yaml").trainer)

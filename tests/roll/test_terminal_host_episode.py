@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rock.proxy.in_process import InProcessProxy
+from rock.proxy.train import InProcessProxy
 from roll.rollout.terminal.serving import EngineChat, HostProxy
 from tests.roll import test_terminal_episode as episodes
 

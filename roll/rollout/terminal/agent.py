@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iflow.agent import TerminationReason
-from iflow.agent.on_sandbox import sandbox_agent
+from iflow.agent.build import sandbox_agent
 from iflow.llm import ChatEndpoint
 from iflow.types import PromptProfile
 from roll.rollout.terminal.resampling.expert import ExpertStep

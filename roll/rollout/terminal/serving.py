@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from iflow.llm import EndpointError
 from rock.proxy.errors import ProxyError
-from rock.proxy.in_process import InProcessProxy
-from rock.proxy.train import Sampling
+from rock.proxy.train import InProcessProxy, Sampling
 from rock.proxy.types import EpisodeRecord
 from roll.engine.server.loopback import LoopbackServer
 
