@@ -14,6 +14,12 @@ seed. A run that failed or did not gain stays in the table. The last line is JSO
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 1 --table-only   # existing runs
     python benchmarks/learning.py --config configs/ipa.yaml --table-only --markdown    # as in the README
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 --set steps=2      # a quick try
+    python benchmarks/learning.py --config configs/ipa.yaml --seeds 2 --keep docs/learning/ipa  # keep evals
+
+`--keep DIR` copies each finished run's eval.jsonl and its ledger entry (wall time, load, the commit, the
+config's digest and the overrides) into DIR, small enough to commit, so a table can grow over several
+sittings and anyone can remake it with `--table-only --out DIR`; the table warns when its runs differ in
+commit-independent recipe (config digest or overrides).
 
 Baseline: the SFT model is each run's own baseline (RL vs SFT); with two configs, the second is the first's.
 A learning run needs the machine to itself: write the load average (printed per run) next to the figures.
@@ -22,14 +28,17 @@ A learning run needs the machine to itself: write the load average (printed per 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -56,8 +65,51 @@ def seeded(seed: int, out: Path, config: Path) -> list[str]:
     ]
 
 
+def provenance(config: Path, overrides: list[str]) -> dict[str, Any]:
+    """What a run was made from: the commit (marked dirty when the tree differs), one digest over the config
+    file and the SFT config its warm start names, and the overrides."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "HEAD") or "unknown"
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    digest = hashlib.sha256(config.read_bytes())
+    sft_config = (yaml.safe_load(config.read_text()) or {}).get("warm_start", {}).get("sft_config")
+    if sft_config and (ROOT / sft_config).is_file():
+        digest.update((ROOT / sft_config).read_bytes())
+    return {
+        "commit": commit + ("+dirty" if dirty else ""),
+        "config_sha256": digest.hexdigest(),
+        "overrides": list(overrides),
+    }
+
+
+def keep_run(out: Path, keep: Path, name: str, entry: dict[str, Any]) -> None:
+    """Copy a run's eval.jsonl and ledger entry into `keep` (merged into its runs.json)."""
+    source = out / name / "eval.jsonl"
+    if source.is_file():
+        (keep / name).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, keep / name / "eval.jsonl")
+    ledger_path = keep / "runs.json"
+    ledger = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+    ledger[name] = entry
+    ledger_path.write_text(json.dumps(ledger, indent=2) + "\n")
+
+
+def recipes(names: list[str], ledger: dict[str, dict[str, Any]]) -> set[tuple[str, tuple[str, ...]]]:
+    """The distinct (config digest, overrides) among the named runs that recorded them."""
+    return {
+        (entry["config_sha256"], tuple(entry.get("overrides", [])))
+        for name in names
+        if "config_sha256" in (entry := ledger.get(name, {}))
+    }
+
+
 def train(config: Path, seed: int, out: Path, extra: list[str], console: Console) -> dict[str, Any]:
-    """One full `roll train` in its own process; its wall time, exit code and the load around it."""
+    """One full `roll train` in its own process; its wall time, exit code, the load around it and what it
+    was made from."""
     name = run_name(config, seed)
     command = [sys.executable, "-m", "roll.cli", "train", str(config), *seeded(seed, out, config), *extra]
     load_before = os.getloadavg()[0]
@@ -83,6 +135,7 @@ def train(config: Path, seed: int, out: Path, extra: list[str], console: Console
         "minutes": wall / 60,
         "load_before": load_before,
         "load_range": [min(loads), max(loads)],
+        **provenance(config, extra),
     }
 
 
@@ -163,6 +216,9 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="An override for every run (key=value).")
     parser.add_argument("--table-only", action="store_true", help="Read the runs already in --out.")
     parser.add_argument("--markdown", action="store_true", help="Print the tables as Markdown.")
+    parser.add_argument(
+        "--keep", type=Path, help="Also copy each run's eval.jsonl and ledger entry here (small, to commit)."
+    )
     args = parser.parse_args()
     if len(args.config) > 2:
         parser.error("give one config, or two to compare (e.g. IPA and GRPO)")
@@ -173,8 +229,11 @@ def main() -> None:
     if not args.table_only:
         for seed in args.seeds:
             for config in args.config:
-                ledger[run_name(config, seed)] = train(config, seed, args.out, args.set, console)
+                name = run_name(config, seed)
+                ledger[name] = train(config, seed, args.out, args.set, console)
                 ledger_path.write_text(json.dumps(ledger, indent=2) + "\n")
+                if args.keep:
+                    keep_run(args.out, args.keep, name, ledger[name])
     results: dict[str, Any] = {"seeds": args.seeds, "overrides": args.set, "configs": {}}
     evals = {
         (config, seed): read_evals(args.out / run_name(config, seed))
@@ -183,6 +242,11 @@ def main() -> None:
     }
     for config in args.config:
         rows = [run_row(run_name(config, seed), evals[(config, seed)]) for seed in args.seeds]
+        if len(recipes([row.name for row in rows], ledger)) > 1:
+            console.print(
+                f"[bold red]{config}: these runs differ in config file or overrides[/bold red] (see "
+                f"{ledger_path}); a table should compare one recipe: rerun the odd ones or pick --seeds."
+            )
         if args.markdown:
             print(markdown(rows, ledger))
         else:

@@ -1,0 +1,51 @@
+"""benchmarks/learning.py's ledger: kept runs remake the table; runs of two recipes are told apart."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_learning() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("learning_bench", ROOT / "benchmarks" / "learning.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kept_runs_carry_their_evals_and_merge_into_one_ledger(tmp_path: Path) -> None:
+    learning = load_learning()
+    out, keep = tmp_path / "runs", tmp_path / "kept"
+    (out / "ipa-s0").mkdir(parents=True)
+    (out / "ipa-s0" / "eval.jsonl").write_text('{"step": 0}\n')
+    keep.mkdir()
+    (keep / "runs.json").write_text(json.dumps({"ipa-s1": {"minutes": 40.0}}))
+    learning.keep_run(out, keep, "ipa-s0", {"minutes": 50.0})
+    assert (keep / "ipa-s0" / "eval.jsonl").read_text() == '{"step": 0}\n'
+    assert json.loads((keep / "runs.json").read_text()) == {
+        "ipa-s1": {"minutes": 40.0},
+        "ipa-s0": {"minutes": 50.0},
+    }
+
+
+def test_the_digest_covers_the_sft_config_and_recipes_differ_by_it(tmp_path: Path) -> None:
+    learning = load_learning()
+    sft = tmp_path / "sft.yaml"
+    sft.write_text("steps: 8\n")
+    config = tmp_path / "ipa.yaml"
+    config.write_text(f"warm_start:\n  sft_config: {sft}\n")
+    first = learning.provenance(config, ["steps=16"])
+    sft.write_text("steps: 12\n")
+    second = learning.provenance(config, ["steps=16"])
+    assert first["config_sha256"] != second["config_sha256"]
+    assert first["overrides"] == ["steps=16"]
+    ledger = {"a": first, "b": first, "c": second, "old": {"minutes": 1.0}}
+    assert len(learning.recipes(["a", "b", "old"], ledger)) == 1
+    assert len(learning.recipes(["a", "c"], ledger)) == 2
+    ledger["d"] = {**first, "overrides": []}
+    assert len(learning.recipes(["a", "d"], ledger)) == 2
