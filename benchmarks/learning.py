@@ -14,12 +14,12 @@ seed. A run that failed or did not gain stays in the table. The last line is JSO
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 1 --table-only   # existing runs
     python benchmarks/learning.py --config configs/ipa.yaml --table-only --markdown    # as in the README
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 --set steps=2      # a quick try
-    python benchmarks/learning.py --config configs/ipa.yaml --seeds 2 --keep docs/learning/ipa  # keep evals
+    python benchmarks/learning.py --config configs/ipa.yaml --seeds 2 --keep docs/learning/main-job  # keep
 
 `--keep DIR` copies each finished run's eval.jsonl and its ledger entry (wall time, load, the commit, the
 config's digest and the overrides) into DIR, small enough to commit, so a table can grow over several
 sittings and anyone can remake it with `--table-only --out DIR`; the table warns when its runs differ in
-commit-independent recipe (config digest or overrides).
+recipe (the settings of the config and its SFT config, or the overrides).
 
 Baseline: the SFT model is each run's own baseline (RL vs SFT); with two configs, the second is the first's.
 A learning run needs the machine to itself: write the load average (printed per run) next to the figures.
@@ -66,8 +66,8 @@ def seeded(seed: int, out: Path, config: Path) -> list[str]:
 
 
 def provenance(config: Path, overrides: list[str]) -> dict[str, Any]:
-    """What a run was made from: the commit (marked dirty when the tree differs), one digest over the config
-    file and the SFT config its warm start names, and the overrides."""
+    """What a run was made from: the commit (marked dirty when the tree differs), the recipe's digest and the
+    overrides."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -75,15 +75,24 @@ def provenance(config: Path, overrides: list[str]) -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD") or "unknown"
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    digest = hashlib.sha256(config.read_bytes())
-    sft_config = (yaml.safe_load(config.read_text()) or {}).get("warm_start", {}).get("sft_config")
-    if sft_config and (ROOT / sft_config).is_file():
-        digest.update((ROOT / sft_config).read_bytes())
     return {
         "commit": commit + ("+dirty" if dirty else ""),
-        "config_sha256": digest.hexdigest(),
+        "config_sha256": recipe_digest(config),
         "overrides": list(overrides),
     }
+
+
+def recipe_digest(config: Path) -> str:
+    """SHA-256 over the settings (comments and layout aside) of a config and the SFT config it names."""
+    settings = yaml.safe_load(config.read_text()) or {}
+    sft_config = (settings.get("warm_start") or {}).get("sft_config")
+    sft = (
+        yaml.safe_load((ROOT / sft_config).read_text())
+        if sft_config and (ROOT / sft_config).is_file()
+        else None
+    )
+    canonical = json.dumps({"config": settings, "sft_config": sft}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def keep_run(out: Path, keep: Path, name: str, entry: dict[str, Any]) -> None:

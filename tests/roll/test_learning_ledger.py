@@ -33,7 +33,7 @@ def test_kept_runs_carry_their_evals_and_merge_into_one_ledger(tmp_path: Path) -
     }
 
 
-def test_the_digest_covers_the_sft_config_and_recipes_differ_by_it(tmp_path: Path) -> None:
+def test_the_digest_covers_settings_not_comments_and_the_sft_config(tmp_path: Path) -> None:
     learning = load_learning()
     sft = tmp_path / "sft.yaml"
     sft.write_text("steps: 8\n")
@@ -43,6 +43,8 @@ def test_the_digest_covers_the_sft_config_and_recipes_differ_by_it(tmp_path: Pat
     sft.write_text("steps: 12\n")
     second = learning.provenance(config, ["steps=16"])
     assert first["config_sha256"] != second["config_sha256"]
+    config.write_text(f"# a comment changes no setting\nwarm_start: {{sft_config: {sft}}}\n")
+    assert learning.provenance(config, ["steps=16"])["config_sha256"] == second["config_sha256"]
     assert first["overrides"] == ["steps=16"]
     ledger = {"a": first, "b": first, "c": second, "old": {"minutes": 1.0}}
     assert len(learning.recipes(["a", "b", "old"], ledger)) == 1
