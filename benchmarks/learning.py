@@ -123,6 +123,7 @@ def train(config: Path, seed: int, out: Path, extra: list[str], console: Console
     command = [sys.executable, "-m", "roll.cli", "train", str(config), *seeded(seed, out, config), *extra]
     load_before = os.getloadavg()[0]
     console.print(f"[bold]{name}[/bold]: {escape(' '.join(command[3:]))} (load {load_before:.2f})")
+    made_from = provenance(config, extra)
     started = time.perf_counter()
     log = out / f"{name}.log"
     loads = [load_before]
@@ -144,7 +145,7 @@ def train(config: Path, seed: int, out: Path, extra: list[str], console: Console
         "minutes": wall / 60,
         "load_before": load_before,
         "load_range": [min(loads), max(loads)],
-        **provenance(config, extra),
+        **made_from,
     }
 
 
