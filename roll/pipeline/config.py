@@ -116,6 +116,13 @@ class RewardConfig(StrictConfig):
         "batch_std: z-score over the whole batch.",
     )
     eps: float = Field(1e-6, gt=0.0, description="Added to the std before dividing (group_std, batch_std).")
+    imitation_in_baseline: bool = Field(
+        True,
+        description="Whether an imitation fallback (the expert's step, reward 1, added to a group whose "
+        "episodes all failed) counts in its group's mean and std. true: the failed episodes then get a "
+        "negative advantage; false: the statistics are over the episodes the policy played, so an all-failed "
+        "group trains only the expert's step (by its NLL) and its own episodes get advantage 0.",
+    )
 
 
 class EvalConfig(StrictConfig):

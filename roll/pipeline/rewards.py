@@ -21,27 +21,44 @@ def source_reward(trajectory: Trajectory, source: RewardSource) -> float:
 
 
 def train_rewards(trajectories: list[Trajectory], config: RewardConfig) -> list[Trajectory]:
-    """New trajectories carrying the reward to train on (the env's reward stays in metadata)."""
-    if config.source == "env" and config.normalization == "none":
+    """New trajectories carrying the reward to train on (the env's reward stays in metadata).
+
+    Without imitation_in_baseline, imitation fallbacks take no part in the statistics and get the mean
+    normalised reward of the episodes their group played: their expert chunks train by NLL, so the only
+    effect of their reward is on a group mean, which this leaves as the played episodes make it."""
+    if config.source == "env" and config.normalization == "none" and config.imitation_in_baseline:
         return trajectories
-    rewards = [source_reward(t, config.source) for t in trajectories]
-    if config.normalization == "none":
-        normalised = rewards
-    elif config.normalization == "batch_std":
-        mean, std = statistics.fmean(rewards), statistics.pstdev(rewards)
-        normalised = [(r - mean) / (std + config.eps) for r in rewards]
-    else:
-        groups: dict[str, list[float]] = {}
-        for t, r in zip(trajectories, rewards, strict=True):
-            groups.setdefault(t.group_id, []).append(r)
-        normalised = []
-        for t, r in zip(trajectories, rewards, strict=True):
-            members = groups[t.group_id]
-            centred = r - statistics.fmean(members)
-            if config.normalization == "group_std":
-                centred /= statistics.pstdev(members) + config.eps
-            normalised.append(centred)
+    counted = [config.imitation_in_baseline or not t.metadata.get("imitation") for t in trajectories]
+    played = [t for t, c in zip(trajectories, counted, strict=True) if c]
+    scores = dict(zip(map(id, played), _normalised(played, config), strict=True))
+    by_group: dict[str, list[float]] = {}
+    for t in played:
+        by_group.setdefault(t.group_id, []).append(scores[id(t)])
+    rewards = [
+        scores[id(t)] if c else statistics.fmean(by_group.get(t.group_id, [0.0]))
+        for t, c in zip(trajectories, counted, strict=True)
+    ]
     return [
         t.model_copy(update={"reward": r, "metadata": {**t.metadata, "env_reward": t.reward}})
-        for t, r in zip(trajectories, normalised, strict=True)
+        for t, r in zip(trajectories, rewards, strict=True)
     ]
+
+
+def _normalised(trajectories: list[Trajectory], config: RewardConfig) -> list[float]:
+    rewards = [source_reward(t, config.source) for t in trajectories]
+    if config.normalization == "none" or not rewards:
+        return rewards
+    if config.normalization == "batch_std":
+        mean, std = statistics.fmean(rewards), statistics.pstdev(rewards)
+        return [(r - mean) / (std + config.eps) for r in rewards]
+    groups: dict[str, list[float]] = {}
+    for t, r in zip(trajectories, rewards, strict=True):
+        groups.setdefault(t.group_id, []).append(r)
+    normalised = []
+    for t, r in zip(trajectories, rewards, strict=True):
+        members = groups[t.group_id]
+        centred = r - statistics.fmean(members)
+        if config.normalization == "group_std":
+            centred /= statistics.pstdev(members) + config.eps
+        normalised.append(centred)
+    return normalised
