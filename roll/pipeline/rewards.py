@@ -28,15 +28,15 @@ def train_rewards(trajectories: list[Trajectory], config: RewardConfig) -> list[
     effect of their reward is on a group mean, which this leaves as the played episodes make it."""
     if config.source == "env" and config.normalization == "none" and config.imitation_in_baseline:
         return trajectories
-    counted = [config.imitation_in_baseline or not t.metadata.get("imitation") for t in trajectories]
-    played = [t for t, c in zip(trajectories, counted, strict=True) if c]
-    scores = dict(zip(map(id, played), _normalised(played, config), strict=True))
+    keep_all = config.imitation_in_baseline
+    played = [i for i, t in enumerate(trajectories) if keep_all or not t.metadata.get("imitation")]
+    scores = dict(zip(played, _normalised([trajectories[i] for i in played], config), strict=True))
     by_group: dict[str, list[float]] = {}
-    for t in played:
-        by_group.setdefault(t.group_id, []).append(scores[id(t)])
+    for i in played:
+        by_group.setdefault(trajectories[i].group_id, []).append(scores[i])
     rewards = [
-        scores[id(t)] if c else statistics.fmean(by_group.get(t.group_id, [0.0]))
-        for t, c in zip(trajectories, counted, strict=True)
+        scores[i] if i in scores else statistics.fmean(by_group.get(t.group_id, [0.0]))
+        for i, t in enumerate(trajectories)
     ]
     return [
         t.model_copy(update={"reward": r, "metadata": {**t.metadata, "env_reward": t.reward}})
