@@ -41,6 +41,7 @@ class PackedBatch:
     chunk_expert: torch.Tensor  # [C] bool
     chunk_has_engine_logprobs: torch.Tensor  # [C] bool
     old_logprobs: torch.Tensor | None = None  # [T] pi_old, set by the trainer when it steps several times
+    ref_logprobs: torch.Tensor | None = None  # [T] pi_ref, set by the trainer for a loss with a KL term
     chunk_advantage: torch.Tensor | None = None  # [C] set by a loss's prepare()
     token_advantage: torch.Tensor | None = None  # [T] set by token-level losses' prepare()
     norm: dict[str, float] = field(default_factory=dict)  # global normalisers set by prepare()
@@ -131,6 +132,7 @@ _FLOAT_FIELDS = {
     "engine_logprobs",
     "chunk_reward",
     "old_logprobs",
+    "ref_logprobs",
     "chunk_advantage",
     "token_advantage",
 }

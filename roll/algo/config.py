@@ -13,7 +13,17 @@ class _LossConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class IPALossConfig(_LossConfig):
+class _RLLossConfig(_LossConfig):
+    kl_coef: float = Field(
+        0.0,
+        ge=0.0,
+        description="Weight of a k3 estimate of KL(pi_theta || pi_ref) on the policy's own trained tokens, "
+        "pi_ref the policy RL started from (trainer.model, e.g. the SFT model); normalised as the policy "
+        "gradient is. 0: no reference model is loaded. Torch trainer only.",
+    )
+
+
+class IPALossConfig(_RLLossConfig):
     """IPA: chunk-level discounted return, chunk IS ratio and mismatch mask; imitation on expert chunks."""
 
     type: Literal["ipa"] = Field("ipa", description="Loss kind: ipa.")
@@ -26,7 +36,7 @@ class IPALossConfig(_LossConfig):
     lambda_rl: float = Field(1.0, ge=0.0, description="Weight of the chunk-level RL loss.")
 
 
-class TokenReinforceLossConfig(_LossConfig):
+class TokenReinforceLossConfig(_RLLossConfig):
     """Token-level REINFORCE: IPA's update with every token its own chunk (ablation)."""
 
     type: Literal["token_reinforce"] = Field("token_reinforce", description="Loss kind: token_reinforce.")
@@ -39,7 +49,7 @@ class TokenReinforceLossConfig(_LossConfig):
     normalization: Normalization = Field("token_mean", description="token_mean or sequence_mean.")
 
 
-class GRPOLossConfig(_LossConfig):
+class GRPOLossConfig(_RLLossConfig):
     """GRPO: group-normalised trajectory advantage with the PPO clipped objective per token."""
 
     type: Literal["grpo"] = Field("grpo", description="Loss kind: grpo.")
@@ -49,7 +59,7 @@ class GRPOLossConfig(_LossConfig):
     normalization: Normalization = Field("token_mean", description="token_mean or sequence_mean.")
 
 
-class ReinforceLossConfig(_LossConfig):
+class ReinforceLossConfig(_RLLossConfig):
     """Plain REINFORCE with a trajectory-level geometric-mean truncated importance weight."""
 
     type: Literal["reinforce"] = Field("reinforce", description="Loss kind: reinforce.")

@@ -40,6 +40,9 @@ class LossOutput:
 
 
 class Loss(Protocol):
+    # True when __call__ reads batch.ref_logprobs (the reference policy's logprobs), which the trainer sets.
+    needs_reference: bool
+
     def prepare(self, batch: PackedBatch) -> PackedBatch: ...
 
     def __call__(
@@ -104,6 +107,13 @@ def k3_kl(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_r) - 1 - log_r
 
 
+def reference_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(pi_theta || pi_ref), differentiable in logprobs: r - 1 - log r with
+    r = pi_ref / pi_theta (its gradient is (1 - r) grad log pi_theta)."""
+    log_r = ref_logprobs - logprobs
+    return torch.exp(log_r) - 1 - log_r
+
+
 def _token_scale(batch: PackedBatch, normalization: Normalization) -> torch.Tensor:
     """Per-token factor: 1 for token_mean, 1/|chunk| for sequence_mean."""
     if normalization == "token_mean":
@@ -144,6 +154,7 @@ class _MaskedLoss(ABC):
     """
 
     norm_key: str
+    needs_reference = False
 
     def trained_chunks(self, batch: PackedBatch) -> torch.Tensor:
         return batch.chunk_relevant
@@ -177,12 +188,36 @@ class _MaskedLoss(ABC):
 
 
 class _RLLoss(_MaskedLoss):
-    """A policy-gradient loss normalised over the generated tokens (or the number) of the relevant chunks."""
+    """A policy-gradient loss normalised over the generated tokens (or the number) of the relevant chunks,
+    plus kl_coef times the k3 KL to the reference policy on the policy's own trained tokens, normalised
+    the same way."""
 
     norm_key = "rl"
 
-    def __init__(self, normalization: Normalization) -> None:
+    def __init__(self, normalization: Normalization, kl_coef: float) -> None:
         self.normalization = normalization
+        self.kl_coef = kl_coef
+        self.needs_reference = kl_coef > 0
+
+    def policy_chunks(self, batch: PackedBatch) -> torch.Tensor:
+        """[C] bool: the trained chunks the policy generated (the policy-gradient term's chunks)."""
+        return self.trained_chunks(batch)
+
+    def __call__(
+        self,
+        batch: PackedBatch,
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        entropy: torch.Tensor | None = None,
+    ) -> LossOutput:
+        out = super().__call__(batch, logprobs, old_logprobs, entropy)
+        if not self.needs_reference:
+            return out
+        assert batch.ref_logprobs is not None, "kl_coef > 0: the trainer must set batch.ref_logprobs"
+        tokens = chunk_tokens(batch, self.policy_chunks(batch))
+        kl = reference_kl(logprobs, batch.ref_logprobs.to(logprobs.dtype))
+        kl_loss = (kl * self.scale(batch, logprobs.dtype))[tokens].sum() / batch.norm["rl"]
+        return LossOutput(out.loss + self.kl_coef * kl_loss, {**out.metrics, "kl_ref": kl[tokens].detach()})
 
     def prepared(self, batch: PackedBatch, **advantages: torch.Tensor) -> PackedBatch:
         norm = {"rl": _normaliser(batch, self.trained_chunks(batch), self.normalization)}
@@ -202,8 +237,11 @@ class IPALoss(_RLLoss):
     """
 
     def __init__(self, config: IPALossConfig) -> None:
-        super().__init__(config.normalization)
+        super().__init__(config.normalization, config.kl_coef)
         self.config = config
+
+    def policy_chunks(self, batch: PackedBatch) -> torch.Tensor:
+        return self.trained_chunks(batch) & ~batch.chunk_expert
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
         cfg = self.config
@@ -211,7 +249,7 @@ class IPALoss(_RLLoss):
         returns = chunk_returns(reward, batch.chunk_pos, batch.chunk_count, cfg.gamma)
         relevant = self.trained_chunks(batch)
         norm = {
-            "rl": _normaliser(batch, relevant & ~batch.chunk_expert, cfg.normalization),
+            "rl": _normaliser(batch, self.policy_chunks(batch), cfg.normalization),
             "il": _normaliser(batch, relevant & batch.chunk_expert, "token_mean"),
         }
         return batch.with_updates(chunk_advantage=returns, norm=norm)
@@ -234,7 +272,7 @@ class IPALoss(_RLLoss):
         weight, unit_metrics = positive_full_rate_weight(
             rho, mismatch, returns, cfg.mismatch_high, cfg.mismatch_low
         )
-        rl_chunks = chunks & ~batch.chunk_expert
+        rl_chunks = self.policy_chunks(batch)
         rl_tokens = chunk_tokens(batch, rl_chunks)
         il_tokens = chunk_tokens(batch, chunks & batch.chunk_expert)
         token_weight = weight[idx.clamp(min=0)] * self.scale(batch, logprobs.dtype)
@@ -252,7 +290,7 @@ class TokenReinforceLoss(_RLLoss):
     """
 
     def __init__(self, config: TokenReinforceLossConfig) -> None:
-        super().__init__(config.normalization)
+        super().__init__(config.normalization, config.kl_coef)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
@@ -285,7 +323,7 @@ class GRPOLoss(_RLLoss):
     """GRPO: A = (R - mean_g) / (std_g + eps) per trajectory; per token -min(r A, clip(r, 1-lo, 1+hi) A)."""
 
     def __init__(self, config: GRPOLossConfig) -> None:
-        super().__init__(config.normalization)
+        super().__init__(config.normalization, config.kl_coef)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
@@ -324,7 +362,7 @@ class ReinforceLoss(_RLLoss):
     rho_s = exp(mean over the trajectory's trained (relevant) generated tokens of (log pi_theta - log mu))."""
 
     def __init__(self, config: ReinforceLossConfig) -> None:
-        super().__init__(config.normalization)
+        super().__init__(config.normalization, config.kl_coef)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:

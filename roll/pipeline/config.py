@@ -204,6 +204,15 @@ class TrainConfig(StrictConfig):
     )
 
     @model_validator(mode="after")
+    def _reference_needs_the_torch_trainer(self) -> TrainConfig:
+        if getattr(self.loss, "kl_coef", 0.0) > 0 and self.trainer.type != "torch":
+            raise ValueError(
+                f"loss.kl_coef={self.loss.kl_coef} needs trainer.type: torch (the {self.trainer.type} "
+                "trainer keeps no reference model): set loss.kl_coef=0 or use the torch trainer"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _fits_the_env(self) -> TrainConfig:
         """The env kind checks the rest of the config (a terminal env has no eval.seed_offset)."""
         env_kind(self.env.type).check_settings(self)

@@ -39,13 +39,19 @@ META_FILE = "checkpoint.json"
 
 
 class TorchBackend:
-    """`TrainBackend` on a transformers model; pass `model` (and `tokenizer`) to skip loading config.model."""
+    """`TrainBackend` on a transformers model; pass `model` (and `tokenizer`) to skip loading config.model.
+
+    A loss with a KL term (`needs_reference`) gets the logprobs of a frozen reference policy: `reference`
+    when given, else config.model loaded again at the first such step (the weights RL started from, also
+    after `load` restored later ones). On several ranks each keeps a whole unsharded copy for its
+    micro-batches."""
 
     def __init__(
         self,
         config: TorchBackendConfig,
         model: PreTrainedModel | None = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
+        reference: PreTrainedModel | None = None,
     ) -> None:
         self.config = config
         self.rank, self.world_size = world()
@@ -57,6 +63,7 @@ class TorchBackend:
             loaded = load_model(config.model, dtype=torch.float32, device=config.device)
             model, tokenizer = loaded.model, loaded.tokenizer
         self.model = model.to(self.device)
+        self._reference = None if reference is None else self._frozen(reference)
         self.tokenizer = tokenizer
         if config.packing:
             use_varlen_attention(self.model, self.device)
@@ -79,11 +86,31 @@ class TorchBackend:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def _forward(self, batch: PackedBatch, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _forward(
+        self, batch: PackedBatch, with_entropy: bool, model: PreTrainedModel | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         forward = packed_logprobs if self.config.packing else padded_logprobs
         with self._autocast():
-            logprobs, entropy = forward(self.model, batch, self.device, with_entropy)
+            logprobs, entropy = forward(model or self.model, batch, self.device, with_entropy)
         return logprobs.float().cpu(), None if entropy is None else entropy.float().cpu()
+
+    def _frozen(self, model: PreTrainedModel) -> PreTrainedModel:
+        model.to(self.device).eval().requires_grad_(False)
+        if self.config.packing:
+            use_varlen_attention(model, self.device)
+        return model
+
+    def _reference_model(self) -> PreTrainedModel:
+        if self._reference is None:
+            from roll.models import load_model
+
+            loaded = load_model(self.config.model, dtype=torch.float32, device=self.config.device)
+            self._reference = self._frozen(loaded.model)
+        return self._reference
+
+    @torch.no_grad()
+    def _with_reference(self, micro: PackedBatch) -> PackedBatch:
+        return micro.with_updates(ref_logprobs=self._forward(micro, False, self._reference_model())[0])
 
     def _my_micro_batches(self, batch: PackedBatch) -> tuple[list[tuple[int, int]], int]:
         """This rank's trajectory ranges, and how many idle passes it must add to keep ranks in step."""
@@ -119,6 +146,8 @@ class TorchBackend:
         metrics: list[dict[str, torch.Tensor]] = []
         for start, end in mine:
             micro = prepared.slice_trajectories(start, end)
+            if loss.needs_reference:
+                micro = self._with_reference(micro)
             logprobs, entropy = self._forward(micro, self.config.compute_entropy)
             old = micro.old_logprobs if micro.old_logprobs is not None else logprobs.detach()
             out = loss(micro, logprobs, old, entropy)

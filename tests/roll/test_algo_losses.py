@@ -278,3 +278,48 @@ def test_reinforce_irrelevant_chunk_leaves_the_sequence_ratio() -> None:
     assert out.metrics["is_ratio"].tolist() == pytest.approx([w0, math.e], abs=1e-6)
     assert out.loss.item() == pytest.approx(-(w0 * -1.0 + 2.0) / 2, abs=1e-6)
     assert grad == pytest.approx([-w0 / 2, 0.0, 1.0], abs=1e-6) and grad[1] == 0.0
+
+
+def test_ipa_kl_to_the_reference_on_the_policys_own_tokens_only() -> None:
+    # One expert chunk (2 tokens, NLL) and one policy chunk (1 token, G = 0.5^0 * 1 = 1). The policy token:
+    # log pi = -0.5, log pi_ref = -0.5 - ln 2 -> r = 0.5, k3 = 0.5 - 1 + ln 2; its gradient (1 - r) = 0.5.
+    # The expert tokens' reference logprobs (-9) must not count.
+    batch = pack_trajectories([Trajectory(chunks=[_chunk(2, expert=True), _chunk(1, mu=[-0.5])], reward=1.0)])
+    loss_fn = build_loss(IPALossConfig(gamma=0.5, kl_coef=0.5))
+    assert loss_fn.needs_reference
+    prepared = loss_fn.prepare(batch).with_updates(
+        ref_logprobs=_token_values(batch, [-9.0, -9.0, -0.5 - math.log(2)])
+    )
+    lp = _token_values(prepared, [-1.0, -2.0, -0.5], grad=True)
+    out = loss_fn(prepared, lp, lp.detach())
+    out.loss.backward()
+    k3 = 0.5 - 1 + math.log(2)
+    # L = NLL (1 + 2) / 2 + RL -(1 * -0.5) / 1 + 0.5 * k3 / 1
+    assert out.loss.item() == pytest.approx(1.5 + 0.5 + 0.5 * k3, abs=1e-6)
+    assert lp.grad[prepared.loss_mask].tolist() == pytest.approx([-0.5, -0.5, -1.0 + 0.5 * 0.5], abs=1e-6)
+    assert out.metrics["kl_ref"].tolist() == pytest.approx([k3], abs=1e-6)
+
+
+def test_only_a_positive_kl_coef_asks_for_a_reference() -> None:
+    assert not build_loss(IPALossConfig()).needs_reference
+    assert not build_loss(GRPOLossConfig()).needs_reference
+    assert not build_loss(SFTLossConfig()).needs_reference
+    assert build_loss(GRPOLossConfig(kl_coef=0.01)).needs_reference
+
+
+def test_micro_batches_sum_to_the_full_batch_loss_with_a_kl_term() -> None:
+    batch = _ipa_batch(negative_old=[-0.8, -1.0], negative_mu=[-0.9, -1.1])
+    loss_fn = build_loss(GRPOLossConfig(kl_coef=0.3, normalization="sequence_mean"))
+    prepared = loss_fn.prepare(batch).with_updates(
+        ref_logprobs=_token_values(batch, [-1.5, -1.0, -0.7, -0.6, -2.0])
+    )
+    lp = _token_values(prepared, LP)
+    old = _token_values(prepared, [-1.0, -2.0, -0.5, -0.8, -1.0])
+    full = loss_fn(prepared, lp, old)
+    offsets = prepared.trajectory_token_counts().cumsum(0).tolist()
+    parts = [
+        loss_fn(prepared.slice_trajectories(0, 1), lp[: offsets[0]], old[: offsets[0]]).loss,
+        loss_fn(prepared.slice_trajectories(1, 2), lp[offsets[0] :], old[offsets[0] :]).loss,
+    ]
+    assert (parts[0] + parts[1]).item() == pytest.approx(full.loss.item(), abs=1e-7)
+    assert full.metrics["kl_ref"].numel() == 5

@@ -109,6 +109,14 @@ def test_dropping_uniform_groups_needs_groups() -> None:
         load_config(TrainConfig, None, ["rollout.drop_uniform_groups=2", "rollout.group_size=1"])
 
 
+def test_a_kl_to_the_reference_needs_the_torch_trainer() -> None:
+    from roll.pipeline.config import TrainConfig
+
+    assert load_config(TrainConfig, None, ["loss.type=ipa", "loss.kl_coef=0.05"]).loss.kl_coef == 0.05
+    with pytest.raises(ConfigError, match=r"loss\.kl_coef=0\.05 needs trainer\.type: torch"):
+        load_config(TrainConfig, None, ["loss.type=ipa", "loss.kl_coef=0.05", "trainer.type=megatron"])
+
+
 def test_a_terminal_env_refuses_an_eval_seed_offset_it_would_not_use(tmp_path: Path) -> None:
     from roll.pipeline.config import TrainConfig
 

@@ -284,3 +284,33 @@ def test_builtin_packed_logprobs_equal_per_sequence(fixture: str, request: pytes
     # 30 fp32 layers: logprobs near -5 differ by up to ~2e-5 (relative ~3e-6) between the per-sequence kernels
     # and a single forward, so the real model gets a relative term on top of the 1e-5 absolute one.
     torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_kl_to_the_reference_is_zero_at_the_start_and_grows_as_the_policy_moves() -> None:
+    batch = pack_trajectories(agentic_trajectories())
+    config = TorchBackendConfig(optimizer=OptimizerConfig(lr=1e-2), micro_batch_tokens=40)
+    with_kl = TorchBackend(config, model=tiny_llama(), reference=tiny_llama())
+    without = TorchBackend(config, model=tiny_llama())
+    loss = build_loss(IPALossConfig(mismatch_high=100.0, kl_coef=0.1))
+    first = with_kl.train_step(batch, loss)
+    assert first["kl_ref/max"] == pytest.approx(0.0, abs=1e-6)
+    assert first["loss"] == pytest.approx(
+        without.train_step(batch, build_loss(IPALossConfig(mismatch_high=100.0)))["loss"], abs=1e-6
+    )
+    assert with_kl.train_step(batch, loss)["kl_ref/mean"] > 1e-6
+
+
+def test_the_reference_is_trainer_model_loaded_again(tmp_path: Path) -> None:
+    from roll.models.registry import TOKENIZER_FILES, resolve_model_path
+
+    tiny_llama().save_pretrained(tmp_path / "policy")
+    tokenizer_dir = resolve_model_path("builtin:smollm2-135m-instruct")
+    for name in TOKENIZER_FILES:
+        if (tokenizer_dir / name).is_file():
+            (tmp_path / "policy" / name).write_bytes((tokenizer_dir / name).read_bytes())
+    config = TorchBackendConfig(model=str(tmp_path / "policy"), optimizer=OptimizerConfig(lr=1e-2))
+    b = TorchBackend(config, model=tiny_llama())
+    loss = build_loss(IPALossConfig(mismatch_high=100.0, kl_coef=0.1))
+    batch = pack_trajectories(agentic_trajectories())
+    assert b.train_step(batch, loss)["kl_ref/max"] == pytest.approx(0.0, abs=1e-6)
+    assert b.train_step(batch, loss)["kl_ref/mean"] > 1e-6
