@@ -173,7 +173,15 @@ class _MaskedLoss(ABC):
         common = {"kl_k3": k3_kl(logprobs[tokens], old_logprobs[tokens])}
         if entropy is not None:
             common["entropy"] = entropy[tokens].detach()
+        if self.needs_reference:
+            kl_loss, common["kl_ref"] = self.reference_loss(batch, logprobs)
+            loss = loss + kl_loss
         return LossOutput(loss, {**common, **metrics})
+
+    def reference_loss(self, batch: PackedBatch, logprobs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The micro-batch's share of the KL term and its per-token values; only losses that set
+        needs_reference have one."""
+        raise NotImplementedError(f"{type(self).__name__} has no KL term to a reference policy")
 
     @abstractmethod
     def masked_loss(
@@ -203,21 +211,12 @@ class _RLLoss(_MaskedLoss):
         """[C] bool: the trained chunks the policy generated (the policy-gradient term's chunks)."""
         return self.trained_chunks(batch)
 
-    def __call__(
-        self,
-        batch: PackedBatch,
-        logprobs: torch.Tensor,
-        old_logprobs: torch.Tensor,
-        entropy: torch.Tensor | None = None,
-    ) -> LossOutput:
-        out = super().__call__(batch, logprobs, old_logprobs, entropy)
-        if not self.needs_reference:
-            return out
+    def reference_loss(self, batch: PackedBatch, logprobs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         assert batch.ref_logprobs is not None, "kl_coef > 0: the trainer must set batch.ref_logprobs"
         tokens = chunk_tokens(batch, self.policy_chunks(batch))
         kl = reference_kl(logprobs, batch.ref_logprobs.to(logprobs.dtype))
         kl_loss = (kl * self.scale(batch, logprobs.dtype))[tokens].sum() / batch.norm["rl"]
-        return LossOutput(out.loss + self.kl_coef * kl_loss, {**out.metrics, "kl_ref": kl[tokens].detach()})
+        return self.kl_coef * kl_loss, kl[tokens].detach()
 
     def prepared(self, batch: PackedBatch, **advantages: torch.Tensor) -> PackedBatch:
         norm = {"rl": _normaliser(batch, self.trained_chunks(batch), self.normalization)}
