@@ -101,17 +101,20 @@ def positive_full_rate_weight(
     return weight, metrics
 
 
-def k3_kl(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimate of KL(pi_old || pi_theta): r - 1 - log r with r = pi_theta / pi_old."""
-    log_r = (logprobs - old_logprobs).detach()
+def _k3(log_r: torch.Tensor) -> torch.Tensor:
+    """The k3 KL estimator r - 1 - log r, per token."""
     return torch.exp(log_r) - 1 - log_r
+
+
+def k3_kl(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(pi_old || pi_theta) with r = pi_theta / pi_old (a metric: no gradient)."""
+    return _k3((logprobs - old_logprobs).detach())
 
 
 def reference_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimate of KL(pi_theta || pi_ref), differentiable in logprobs: r - 1 - log r with
-    r = pi_ref / pi_theta (its gradient is (1 - r) grad log pi_theta)."""
-    log_r = ref_logprobs - logprobs
-    return torch.exp(log_r) - 1 - log_r
+    """Per-token k3 estimate of KL(pi_theta || pi_ref) with r = pi_ref / pi_theta, differentiable in
+    logprobs (its gradient is (1 - r) grad log pi_theta)."""
+    return _k3(ref_logprobs - logprobs)
 
 
 def _token_scale(batch: PackedBatch, normalization: Normalization) -> torch.Tensor:
