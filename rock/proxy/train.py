@@ -125,6 +125,7 @@ class TrainMode:
             output_ids=choice["token_ids"],
             output_logprobs=choice["token_logprobs"],
             weight_version=int(response.get("weight_version", 0)),
+            truncated=choice.get("finish_reason") == "length",
         )
         self.store.add(
             episode,

@@ -103,6 +103,7 @@ class Chunk(BaseModel):
     weight_version: int = Field(0, description="Version of the weights that generated the chunk.")
     error: bool = Field(False, description="The tool call this chunk made failed.")
     relevant: bool = Field(True, description="Task-aware context mask: False drops the chunk from losses.")
+    truncated: bool = Field(False, description="The engine stopped at the token cap (finish: length).")
     expert: bool = Field(False, description="Expert demonstration before a resampling fork (imitation).")
 
     @model_validator(mode="after")

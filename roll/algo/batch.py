@@ -39,6 +39,7 @@ class PackedBatch:
     chunk_error: torch.Tensor  # [C] bool
     chunk_relevant: torch.Tensor  # [C] bool
     chunk_expert: torch.Tensor  # [C] bool
+    chunk_truncated: torch.Tensor  # [C] bool: cut at the token cap
     chunk_has_engine_logprobs: torch.Tensor  # [C] bool
     old_logprobs: torch.Tensor | None = None  # [T] pi_old, set by the trainer when it steps several times
     ref_logprobs: torch.Tensor | None = None  # [T] pi_ref, set by the trainer for a loss with a KL term
@@ -136,7 +137,14 @@ _FLOAT_FIELDS = {
     "chunk_advantage",
     "token_advantage",
 }
-_BOOL_FIELDS = {"loss_mask", "chunk_error", "chunk_relevant", "chunk_expert", "chunk_has_engine_logprobs"}
+_BOOL_FIELDS = {
+    "loss_mask",
+    "chunk_error",
+    "chunk_relevant",
+    "chunk_expert",
+    "chunk_truncated",
+    "chunk_has_engine_logprobs",
+}
 FIELD_DTYPES = {
     f.name: torch.float32 if f.name in _FLOAT_FIELDS else torch.bool if f.name in _BOOL_FIELDS else torch.long
     for f in fields(PackedBatch)

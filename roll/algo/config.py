@@ -21,6 +21,12 @@ class _RLLossConfig(_LossConfig):
         "pi_ref the policy RL started from (trainer.model, e.g. the SFT model); normalised as the policy "
         "gradient is. 0: no reference model is loaded. Torch trainer only.",
     )
+    mask_truncated: bool = Field(
+        False,
+        description="Overlong filtering: a chunk the engine cut at its token cap takes part in neither the "
+        "policy gradient nor its normaliser (its trajectory's reward still counts in the group baseline); "
+        "expert chunks are never cut.",
+    )
 
 
 class IPALossConfig(_RLLossConfig):

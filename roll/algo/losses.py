@@ -199,16 +199,21 @@ class _MaskedLoss(ABC):
 
 
 class _RLLoss(_MaskedLoss):
-    """A policy-gradient loss normalised over the generated tokens (or the number) of the relevant chunks,
-    plus kl_coef times the k3 KL to the reference policy on the policy's own trained tokens, normalised
-    the same way."""
+    """A policy-gradient loss normalised over the generated tokens (or the number) of the relevant chunks
+    (less those cut at the token cap, with mask_truncated), plus kl_coef times the k3 KL to the reference
+    policy on the policy's own trained tokens, normalised the same way."""
 
     norm_key = "rl"
 
-    def __init__(self, normalization: Normalization, kl_coef: float) -> None:
+    def __init__(self, normalization: Normalization, kl_coef: float, mask_truncated: bool) -> None:
         self.normalization = normalization
         self.kl_coef = kl_coef
         self.needs_reference = kl_coef > 0
+        self.mask_truncated = mask_truncated
+
+    def trained_chunks(self, batch: PackedBatch) -> torch.Tensor:
+        relevant = super().trained_chunks(batch)
+        return relevant & ~batch.chunk_truncated if self.mask_truncated else relevant
 
     def policy_chunks(self, batch: PackedBatch) -> torch.Tensor:
         """[C] bool: the trained chunks the policy generated (the policy-gradient term's chunks)."""
@@ -239,7 +244,7 @@ class IPALoss(_RLLoss):
     """
 
     def __init__(self, config: IPALossConfig) -> None:
-        super().__init__(config.normalization, config.kl_coef)
+        super().__init__(config.normalization, config.kl_coef, config.mask_truncated)
         self.config = config
 
     def policy_chunks(self, batch: PackedBatch) -> torch.Tensor:
@@ -292,7 +297,7 @@ class TokenReinforceLoss(_RLLoss):
     """
 
     def __init__(self, config: TokenReinforceLossConfig) -> None:
-        super().__init__(config.normalization, config.kl_coef)
+        super().__init__(config.normalization, config.kl_coef, config.mask_truncated)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
@@ -325,7 +330,7 @@ class GRPOLoss(_RLLoss):
     """GRPO: A = (R - mean_g) / (std_g + eps) per trajectory; per token -min(r A, clip(r, 1-lo, 1+hi) A)."""
 
     def __init__(self, config: GRPOLossConfig) -> None:
-        super().__init__(config.normalization, config.kl_coef)
+        super().__init__(config.normalization, config.kl_coef, config.mask_truncated)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:
@@ -364,7 +369,7 @@ class ReinforceLoss(_RLLoss):
     rho_s = exp(mean over the trajectory's trained (relevant) generated tokens of (log pi_theta - log mu))."""
 
     def __init__(self, config: ReinforceLossConfig) -> None:
-        super().__init__(config.normalization, config.kl_coef)
+        super().__init__(config.normalization, config.kl_coef, config.mask_truncated)
         self.config = config
 
     def prepare(self, batch: PackedBatch) -> PackedBatch:

@@ -198,6 +198,7 @@ class GEMEnvManager:
                     output_ids=completion.token_ids,
                     output_logprobs=completion.logprobs,
                     weight_version=result.weight_version,
+                    truncated=completion.finish_reason == "length",
                 )
             )
             truncated_outputs += completion.finish_reason == "length"

@@ -64,6 +64,7 @@ def pack_trajectories(trajectories: list[Trajectory]) -> PackedBatch:
                 "chunk_error": chunk.error,
                 "chunk_relevant": chunk.relevant,
                 "chunk_expert": chunk.expert,
+                "chunk_truncated": chunk.truncated,
                 "chunk_has_engine_logprobs": chunk.output_logprobs is not None,
             }
             for name, value in row.items():
@@ -94,5 +95,6 @@ _CHUNK_COLUMNS = (
     "chunk_error",
     "chunk_relevant",
     "chunk_expert",
+    "chunk_truncated",
     "chunk_has_engine_logprobs",
 )

@@ -217,8 +217,11 @@ def test_train_caps_output_tokens(engine: str):
         answer = agent.chat.completions.create(
             model="any", messages=[{"role": "user", "content": "Count."}], **GREEDY
         )
-        chunk = client.end_episode(episode).chunks[0].chunk
-    assert answer.usage is not None and answer.usage.completion_tokens == len(chunk.output_ids) <= 3
+        recorded = client.end_episode(episode).chunks[0]
+    chunk = recorded.chunk
+    assert answer.usage is not None and answer.usage.completion_tokens == len(chunk.output_ids) == 3
+    # The cap cut the answer, and the chunk says so (overlong filtering reads it).
+    assert recorded.finish_reason == "length" and chunk.truncated
 
 
 def test_train_adds_its_stop_strings_to_the_agents(engine: str):
@@ -235,6 +238,7 @@ def test_train_adds_its_stop_strings_to_the_agents(engine: str):
         answer = agent.chat.completions.create(model="any", messages=messages, stop=["\x00never"], **GREEDY)
         recorded = client.end_episode(episode).chunks[0]
     assert answer.choices[0].finish_reason == "stop" and recorded.finish_reason == "stop"
+    assert not recorded.chunk.truncated
     assert answer.choices[0].message.content == text[: text.find(stop)]
     # The ids keep what was generated up to and including the stop string: a prefix of the free answer's.
     ids = recorded.chunk.output_ids

@@ -280,6 +280,42 @@ def test_reinforce_irrelevant_chunk_leaves_the_sequence_ratio() -> None:
     assert grad == pytest.approx([-w0 / 2, 0.0, 1.0], abs=1e-6) and grad[1] == 0.0
 
 
+def test_ipa_mask_truncated_drops_a_cut_chunk_as_the_relevance_mask_does() -> None:
+    batch = pack_trajectories(
+        [
+            Trajectory(chunks=[_chunk(2, mu=[-1.0, -2.0]), _chunk(1, mu=[-0.5], truncated=True)], reward=1.0),
+            Trajectory(chunks=[_chunk(2, mu=[-1.3, -1.5])], reward=-1.0),
+        ]
+    )
+    old = [-1.0, -2.0, -0.5, -1.2, -1.4]
+    # The same numbers as test_ipa_irrelevant_chunk_contributes_nothing: 4 trained tokens, L = -0.175.
+    prepared, out, grad = _run(IPALossConfig(gamma=0.5, mask_truncated=True), batch, LP, old)
+    assert prepared.chunk_truncated.tolist() == [False, True, False]
+    assert prepared.norm["rl"] == 4.0
+    assert out.loss.item() == pytest.approx(-0.175, abs=1e-6)
+    assert grad == pytest.approx([-0.125, -0.125, 0.0, 0.25, 0.25], abs=1e-6) and grad[2] == 0.0
+    # Off (the default), the cut chunk trains like any other: 5 tokens, its G = 1 at weight 1.
+    prepared, out, grad = _run(IPALossConfig(gamma=0.5), batch, LP, old)
+    assert prepared.norm["rl"] == 5.0
+    assert out.loss.item() == pytest.approx(-(0.5 * -1 + 0.5 * -2 + 1 * -0.5 + 1 + 1.2) / 5, abs=1e-6)
+    assert grad[2] == pytest.approx(-0.2, abs=1e-6)
+
+
+def test_grpo_mask_truncated_keeps_the_cut_answer_in_its_group_baseline() -> None:
+    trajectories = [
+        Trajectory(chunks=[_chunk(1, truncated=r == 0.0 and i == 1)], reward=r, group_id="g")
+        for i, r in enumerate((1.0, 0.0, 0.0))
+    ]
+    lp = [-1.0, -1.0, -2.0]
+    old = [-1.5, -1.0, -2.0]
+    config = GRPOLossConfig(std_eps=1e-12, mask_truncated=True)
+    prepared, out, grad = _run(config, pack_trajectories(trajectories), lp, old)
+    a_pos, a_neg = 2 / math.sqrt(3), -1 / math.sqrt(3)  # the group still has three members
+    assert prepared.chunk_advantage.tolist() == pytest.approx([a_pos, a_neg, a_neg], abs=1e-6)
+    assert out.loss.item() == pytest.approx(-(1.2 * a_pos + a_neg) / 2, abs=1e-6)
+    assert grad == pytest.approx([0.0, 0.0, -a_neg / 2], abs=1e-6) and grad[1] == 0.0
+
+
 def test_ipa_kl_to_the_reference_on_the_policys_own_tokens_only() -> None:
     # One expert chunk (2 tokens, NLL) and one policy chunk (1 token, G = 0.5^0 * 1 = 1). The policy token:
     # log pi = -0.5, log pi_ref = -0.5 - ln 2 -> r = 0.5, k3 = 0.5 - 1 + ln 2; its gradient (1 - r) = 0.5.

@@ -94,6 +94,9 @@ async def test_real_engine_episode_records_engine_tokens_and_logprobs(tiny_moe: 
     assert chunk.output_ids == generated[0].completions[0].token_ids
     assert chunk.output_logprobs == generated[0].completions[0].logprobs
     assert chunk.context_ids == generated[0].prompt_token_ids
+    # Each chunk says whether the token cap cut it, as the engine's finish reason does.
+    finishes = [result.completions[0].finish_reason == "length" for result in generated[: len(first.chunks)]]
+    assert [c.truncated for c in first.chunks] == finishes and any(finishes)
     assert [c.output_ids for c in again.chunks] == [c.output_ids for c in first.chunks]  # seeded replay
     assert [c.output_ids for c in other.chunks] != [
         c.output_ids for c in first.chunks
