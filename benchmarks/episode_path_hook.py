@@ -1,4 +1,5 @@
 """Started by benchmarks/episode_path.py in every Python process of the measured run."""
+
 import atexit
 import json
 import os
@@ -100,8 +101,10 @@ def _crossing(code):
         project = filename.startswith(_PACKAGES)
         kind = "" if project else next((k for needle, k in _CROSSINGS if needle in filename), "")
         _kinds[filename] = kind
-        _handoff_names[filename] = set() if project else next(
-            (names for suffix, names in _HANDOFFS.items() if filename.endswith(suffix)), set()
+        _handoff_names[filename] = (
+            set()
+            if project
+            else next((names for suffix, names in _HANDOFFS.items() if filename.endswith(suffix)), set())
         )
     if not kind and code.co_name in _handoff_names[filename]:
         return "handoff"
