@@ -18,8 +18,9 @@ seed. A run that failed or did not gain stays in the table. The last line is JSO
 
 `--keep DIR` copies each finished run's eval.jsonl and its ledger entry (wall time, load, the commit, the
 config's digest and the overrides) into DIR, small enough to commit, so a table can grow over several
-sittings and anyone can remake it with `--table-only --out DIR`; the table warns when its runs differ in
-recipe (the settings of the config and its SFT config, or the overrides).
+sittings and anyone can remake it with `--table-only --out DIR`; the table warns when its runs trained
+with different settings (the config and its SFT config with the overrides applied; a setting moved from an
+override into the config is the same recipe).
 
 Baseline: the SFT model is each run's own baseline (RL vs SFT); with two configs, the second is the first's.
 A learning run needs the machine to itself: write the load average (printed per run) next to the figures.
@@ -43,6 +44,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from roll.config import apply_override
 from roll.pipeline.comparison import Paired, RunRow, final_vs, run_row, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +68,9 @@ def seeded(seed: int, out: Path, config: Path) -> list[str]:
 
 
 def provenance(config: Path, overrides: list[str]) -> dict[str, Any]:
-    """What a run was made from: the commit (marked dirty when the tree differs), the recipe's digest and the
-    overrides."""
+    """What a run was made from: the commit (marked dirty when the tree differs), the config's digest, the
+    overrides, and the digest of the settings it trained with (the config with the overrides applied), by
+    which the table tells recipes apart."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -79,12 +82,16 @@ def provenance(config: Path, overrides: list[str]) -> dict[str, Any]:
         "commit": commit + ("+dirty" if dirty else ""),
         "config_sha256": recipe_digest(config),
         "overrides": list(overrides),
+        "recipe_sha256": recipe_digest(config, overrides),
     }
 
 
-def recipe_digest(config: Path) -> str:
-    """SHA-256 over the settings (comments and layout aside) of a config and the SFT config it names."""
+def recipe_digest(config: Path, overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """SHA-256 over the settings (comments and layout aside) of a config, with `overrides` applied, and the
+    SFT config it names: a setting moved from an override into the config keeps the digest."""
     settings = yaml.safe_load(config.read_text()) or {}
+    for override in overrides:
+        apply_override(settings, override)
     sft_config = (settings.get("warm_start") or {}).get("sft_config")
     sft = (
         yaml.safe_load((ROOT / sft_config).read_text())
@@ -107,10 +114,11 @@ def keep_run(out: Path, keep: Path, name: str, entry: dict[str, Any]) -> None:
     ledger_path.write_text(json.dumps(ledger, indent=2) + "\n")
 
 
-def recipes(names: list[str], ledger: dict[str, dict[str, Any]]) -> set[tuple[str, tuple[str, ...]]]:
-    """The distinct (config digest, overrides) among the named runs that recorded them."""
+def recipes(names: list[str], ledger: dict[str, dict[str, Any]]) -> set[str]:
+    """The distinct recipes among the named runs that recorded one: the digest of the settings they trained
+    with, or for entries older than that digest, their config's digest and overrides."""
     return {
-        (entry["config_sha256"], tuple(entry.get("overrides", [])))
+        entry.get("recipe_sha256") or " ".join([entry["config_sha256"], *entry.get("overrides", [])])
         for name in names
         if "config_sha256" in (entry := ledger.get(name, {}))
     }
@@ -254,7 +262,7 @@ def main() -> None:
         rows = [run_row(run_name(config, seed), evals[(config, seed)]) for seed in args.seeds]
         if len(recipes([row.name for row in rows], ledger)) > 1:
             console.print(
-                f"[bold red]{config}: these runs differ in config file or overrides[/bold red] (see "
+                f"[bold red]{config}: these runs trained with different settings[/bold red] (see "
                 f"{ledger_path}); a table should compare one recipe: rerun the odd ones or pick --seeds."
             )
         if args.markdown:

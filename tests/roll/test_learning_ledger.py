@@ -49,5 +49,31 @@ def test_the_digest_covers_settings_not_comments_and_the_sft_config(tmp_path: Pa
     ledger = {"a": first, "b": first, "c": second, "old": {"minutes": 1.0}}
     assert len(learning.recipes(["a", "b", "old"], ledger)) == 1
     assert len(learning.recipes(["a", "c"], ledger)) == 2
-    ledger["d"] = {**first, "overrides": []}
-    assert len(learning.recipes(["a", "d"], ledger)) == 2
+    ledger["d"] = learning.provenance(config, [])
+    assert len(learning.recipes(["c", "d"], ledger)) == 2
+
+
+def test_a_setting_moved_from_an_override_into_the_config_is_the_same_recipe(tmp_path: Path) -> None:
+    learning = load_learning()
+    config = tmp_path / "ipa.yaml"
+    config.write_text("loss:\n  kl_coef: 0.1\n")
+    overridden = learning.provenance(config, ["loss.kl_coef=0.5", "loss.mask_truncated=true"])
+    config.write_text("loss:\n  kl_coef: 0.5\n  mask_truncated: true\n")
+    shipped = learning.provenance(config, [])
+    assert overridden["config_sha256"] != shipped["config_sha256"]
+    assert overridden["recipe_sha256"] == shipped["recipe_sha256"]
+    stronger = learning.provenance(config, ["loss.kl_coef=1.0"])
+    ledger = {"overridden": overridden, "shipped": shipped, "stronger": stronger}
+    assert learning.recipes(["overridden", "shipped"], ledger) == {shipped["recipe_sha256"]}
+    assert len(learning.recipes(["shipped", "stronger"], ledger)) == 2
+
+
+def test_entries_from_before_the_settings_digest_are_told_apart_by_config_and_overrides() -> None:
+    learning = load_learning()
+    ledger = {
+        "a": {"config_sha256": "x", "overrides": ["steps=2"]},
+        "b": {"config_sha256": "x", "overrides": ["steps=2"]},
+        "c": {"config_sha256": "x", "overrides": []},
+    }
+    assert len(learning.recipes(["a", "b"], ledger)) == 1
+    assert len(learning.recipes(["a", "c"], ledger)) == 2
