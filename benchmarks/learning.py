@@ -17,10 +17,10 @@ seed. A run that failed or did not gain stays in the table. The last line is JSO
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 2 --keep docs/learning/main-job  # keep
 
 `--keep DIR` copies each finished run's eval.jsonl and its ledger entry (wall time, load, the commit, the
-config's digest and the overrides) into DIR, small enough to commit, so a table can grow over several
-sittings and anyone can remake it with `--table-only --out DIR`; the table warns when its runs trained
-with different settings (the config and its SFT config with the overrides applied; a setting moved from an
-override into the config is the same recipe).
+config's digest, the overrides and the digest of the settings they make) into DIR, small enough to commit,
+so a table can grow over several sittings and anyone can remake it with `--table-only --out DIR`; the
+table warns when its runs trained with different settings (the config and its SFT config with the
+overrides applied; a setting moved from an override into the config is the same recipe).
 
 Baseline: the SFT model is each run's own baseline (RL vs SFT); with two configs, the second is the first's.
 A learning run needs the machine to itself: write the load average (printed per run) next to the figures.
