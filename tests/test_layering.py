@@ -174,7 +174,7 @@ def test_the_table_reads_as_design_md_says() -> None:
         ("rome.terminal_tasks.env", "rock.sdk"),
         ("roll.rollout.gem_env", "rock.sdk.envs"),
         ("roll.rollout.worker", "rock.proxy.client"),
-        ("roll.rollout.terminal.agent", "iflow.agent.build"),
+        ("roll.rollout.terminal.episode", "iflow.agent.build"),
         ("roll.rollout.terminal.episode", "rome.terminal_tasks.images"),
         ("rome.data.recipe", "roll.rollout.terminal.config"),
         ("rome.bench.runner", "rock.fleet"),

@@ -18,11 +18,11 @@ from iflow.agent.prompts import COMPACT_PROMPT
 from iflow.types import PromptProfile
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
-from roll.rollout.terminal.agent import CONTINUE_PROMPT
 from roll.rollout.terminal.config import TerminalAgentConfig
 from roll.rollout.terminal.episode import AgentEpisode, play_episode
 from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert
 from roll.rollout.terminal.resampling.imitation import expert_from_record
+from roll.rollout.terminal.resampling.prefill import CONTINUE_PROMPT
 from roll.testing import ScriptedEngine
 from roll.types import Trajectory
 from rome.terminal_tasks.rock_sandbox import RockProvider

@@ -1,6 +1,12 @@
 """One agent-native episode: the task's sandbox, the iflow agent driving it with its model at a proxy episode
 (train mode), then the task's own tests; the proxy's record holds every model call as a chunk.
 
+The agent runs on the host with its tools in the sandbox (placement host), or inside the sandbox
+(placement sandbox, `roll.rollout.terminal.in_sandbox`). With `start = k > 0` it begins after the first k
+expert steps (initialized resampling): they are replayed through iflow's own shell tool, their messages
+follow the instruction in the agent's history (`roll.rollout.terminal.resampling.prefill`), and the policy is
+asked to continue (`CONTINUE_PROMPT`).
+
 Blocking from start to end (sandbox calls, the agent's loop): the env manager runs it in a thread.
 """
 
@@ -14,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from iflow.agent import TerminationReason
+from iflow.agent.build import sandbox_agent
+from iflow.llm import ChatEndpoint
 from rock.proxy.client import ProxyClient
 from rock.proxy.types import EpisodeRecord
 from rock.sdk import ImageInfo
-from roll.rollout.terminal.agent import AgentOutcome, ResampledIflowAgent, expert_messages
 from roll.rollout.terminal.config import TerminalAgentConfig
-from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
 from roll.rollout.terminal.resampling.expert import ExpertStep
+from roll.rollout.terminal.resampling.prefill import CONTINUE_PROMPT, prefilled_history
 from roll.rollout.terminal.serving import HostProxy
 from rome.terminal_tasks.images import TaskImageError
 from rome.terminal_tasks.rock_sandbox import RockSandbox
@@ -33,6 +41,15 @@ FailureMode = Literal[
 ]
 # The name the agent asks for; the train-mode proxy sends every call to its engine's own model.
 POLICY_MODEL = "policy"
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """How the agent's run ended: past its time limit, with an error, and its log."""
+
+    timed_out: bool = False
+    error: str | None = None
+    log: str = ""
 
 
 class SandboxOpener(Protocol):
@@ -141,6 +158,11 @@ def _play(
         episode.sandbox_s += time.monotonic() - closing
 
 
+def expert_messages(steps: list[ExpertStep]) -> list[dict[str, object]]:
+    """The expert steps as the assistant messages of a history (call ids `expert_<index>`)."""
+    return [step.assistant_message(f"expert_{index}") for index, step in enumerate(steps)]
+
+
 def _run_agent(
     sandbox: RockSandbox,
     task: Task,
@@ -150,25 +172,65 @@ def _run_agent(
     expert: list[ExpertStep],
     start: int,
 ) -> AgentOutcome:
-    runner: ResampledIflowAgent | InSandboxIflowAgent
-    if agent.placement == "sandbox":
-        if not isinstance(proxy, ProxyClient):
-            raise ValueError(
-                "an agent inside the sandbox reaches its model through the rocklet's forwarder, which needs "
-                "the proxy served over HTTP: pass a ProxyClient, or use placement host"
-            )
-        prefix = expert_messages(expert[:start])
-        runner = InSandboxIflowAgent(
-            proxy, episode_id, POLICY_MODEL, agent.max_turns, prefix, agent.prompt_profile
-        )
-    else:
-        model = proxy.endpoint(episode_id) if isinstance(proxy, HostProxy) else proxy.episode_url(episode_id)
-        runner = ResampledIflowAgent(
-            model, POLICY_MODEL, expert, start, agent.max_turns, agent.prompt_profile
-        )
     try:
-        return runner.run(sandbox, task, timeout=agent.timeout_s)
+        if agent.placement == "sandbox":
+            return _run_in_sandbox(sandbox, task, proxy, episode_id, agent, expert[:start])
+        model = proxy.endpoint(episode_id) if isinstance(proxy, HostProxy) else proxy.episode_url(episode_id)
+        return _run_on_host(sandbox, task, model, agent, expert[:start])
     except SandboxError:
         raise
     except Exception as error:  # an agent crash is the episode's outcome, not the harness's failure
         return AgentOutcome(error=f"{type(error).__name__}: {error}")
+
+
+def _run_on_host(
+    sandbox: RockSandbox,
+    task: Task,
+    model: str | ChatEndpoint,
+    agent: TerminalAgentConfig,
+    prefix: list[ExpertStep],
+) -> AgentOutcome:
+    """iflow in this process against `model` (the episode's proxy endpoint, or an OpenAI base URL), its
+    tools in the sandbox, after the expert steps of `prefix`."""
+    with sandbox_agent(
+        sandbox.rock,
+        sandbox.workdir,
+        model,
+        POLICY_MODEL,
+        agent.timeout_s,
+        agent.max_turns,
+        agent.prompt_profile,
+        tmp_prefix="ale-terminal-",
+    ) as (runner, parts):
+        prompt = task.instruction
+        if prefix:
+            runner.messages = prefilled_history(parts, task.instruction, expert_messages(prefix))
+            prompt = CONTINUE_PROMPT
+        result = runner.run(prompt)
+    log = f"[iflow] start {len(prefix)}: {result.termination.value}, {result.rounds} rounds"
+    error = None
+    if result.termination not in (TerminationReason.COMPLETED, TerminationReason.MAX_TURNS):
+        error = f"iflow stopped: {result.termination.value}" + (f" ({result.error})" if result.error else "")
+    return AgentOutcome(timed_out=result.termination is TerminationReason.MAX_TIME, error=error, log=log)
+
+
+def _run_in_sandbox(
+    sandbox: RockSandbox,
+    task: Task,
+    proxy: ProxyClient | HostProxy,
+    episode_id: str,
+    agent: TerminalAgentConfig,
+    prefix: list[ExpertStep],
+) -> AgentOutcome:
+    if not isinstance(proxy, ProxyClient):
+        raise ValueError(
+            "an agent inside the sandbox reaches its model through the rocklet's forwarder, which needs "
+            "the proxy served over HTTP: pass a ProxyClient, or use placement host"
+        )
+    # Imported here: the in-sandbox agent returns this module's AgentOutcome.
+    from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
+
+    runner = InSandboxIflowAgent(
+        proxy, episode_id, POLICY_MODEL, agent.max_turns, expert_messages(prefix), agent.prompt_profile
+    )
+    return runner.run(sandbox, task, timeout=agent.timeout_s)

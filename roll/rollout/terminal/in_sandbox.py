@@ -9,7 +9,7 @@ installed on the host once with `pip install --target`, pinned to the host's ver
 
 With an expert prefix, `roll/rollout/terminal/resampling/prefill.py` (iflow-only) is uploaded too and run
 instead of the CLI: it replays the expert's commands in the sandbox through iflow's shell tool and lets iflow
-continue from that history, exactly as the host-side agent does.
+continue from that history, exactly as the host-side agent does (`roll.rollout.terminal.episode`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from iflow.types import PromptProfile
 from rock.proxy.client import ProxyClient
 from rock.sdk.host_python import cache_root, installed_pins
 from rock.sdk.runtime import sandbox_python
-from roll.rollout.terminal.agent import AgentOutcome
+from roll.rollout.terminal.episode import AgentOutcome
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.task import Task
 

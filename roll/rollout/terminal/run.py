@@ -1,5 +1,5 @@
-"""The driver's side of a terminal env (its `EnvRun`): the ROCK fleet, the start-point scheduler and the
-sandbox ledger.
+"""The driver's side of a terminal env (its `EnvRun`): the ROCK fleet and the task images it builds once, the
+start-point scheduler and the sandbox ledger.
 
 The fleet is a private local one (`rock.sdk.private_fleet.PrivateFleet`: processes of its own, stopped with
 every sandbox it made when the run ends or its driver dies) unless env.rock.admin_url names a running admin.
@@ -20,12 +20,27 @@ from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.evaluation import eval_tasks, held_out_tasks
 from roll.rollout.terminal.resampling.start_points import StartPoints
 from roll.rollout.terminal.sandboxes import SandboxLedger, delete_sandboxes
-from roll.rollout.terminal.tasks import build_task_images, load_terminal_tasks, oracle_experts
+from roll.rollout.terminal.tasks import TerminalTasksError, load_terminal_tasks, oracle_experts
+from rome.terminal_tasks.images import TaskImageError, ensure_image
+from rome.terminal_tasks.task import Task
 
 if TYPE_CHECKING:
     from roll.rollout.env_kind import RunSettings
 
 log = logging.getLogger(__name__)
+
+
+def build_task_images(tasks: list[Task], admin_url: str) -> None:
+    """Every task's image, built by the fleet at `admin_url` once here, so rollout workers find them built
+    and never build one at the same time. The tasks folder must be one of the fleet's build roots (a private
+    fleet is started with it; an operator's fleet: `rock admin serve --build-context-root`)."""
+    for task in tasks:
+        try:
+            ensure_image(task, admin_url)
+        except TaskImageError as error:
+            raise TerminalTasksError(
+                f"{error}; fix the task's Dockerfile or leave it out of env.task_ids"
+            ) from error
 
 
 @dataclass(frozen=True)

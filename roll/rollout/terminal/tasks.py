@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert, recorded_experts
-from rome.terminal_tasks.images import TaskImageError, ensure_image
 from rome.terminal_tasks.task import Task, load_task
 
 
@@ -41,21 +40,8 @@ def oracle_experts(tasks: list[Task]) -> dict[str, list[ExpertStep]]:
 def prepare_terminal_env(config: TerminalEnvConfig) -> list[Task]:
     """Before any actor starts (and before the SFT warm start): the tasks load and env.experts reads (a bad
     file raises RecordedExpertsError naming its line). Their images are built once the run's fleet is up
-    (`build_task_images`)."""
+    (`roll.rollout.terminal.run.build_task_images`)."""
     tasks = load_terminal_tasks(config) + load_terminal_tasks(config, held_out=True)
     if config.experts is not None:
         recorded_experts(config.experts)
     return tasks
-
-
-def build_task_images(tasks: list[Task], admin_url: str) -> None:
-    """Every task's image, built by the fleet at `admin_url` once here, so rollout workers find them built
-    and never build one at the same time. The tasks folder must be one of the fleet's build roots (a private
-    fleet is started with it; an operator's fleet: `rock admin serve --build-context-root`)."""
-    for task in tasks:
-        try:
-            ensure_image(task, admin_url)
-        except TaskImageError as error:
-            raise TerminalTasksError(
-                f"{error}; fix the task's Dockerfile or leave it out of env.task_ids"
-            ) from error
