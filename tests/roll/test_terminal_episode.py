@@ -19,7 +19,7 @@ from iflow.types import PromptProfile
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.rollout.terminal.config import TerminalAgentConfig
-from roll.rollout.terminal.episode import AgentEpisode, play_episode
+from roll.rollout.terminal.episode import AgentEpisode, _run_agent, play_episode
 from roll.rollout.terminal.resampling.expert import ExpertStep, oracle_expert
 from roll.rollout.terminal.resampling.imitation import expert_from_record
 from roll.rollout.terminal.resampling.prefill import CONTINUE_PROMPT
@@ -272,3 +272,10 @@ def test_the_compact_prompt_profile_reaches_the_model_on_the_host_and_inside_the
     on_host, inside = episodes[0].trajectory, episodes[1].trajectory
     assert on_host is not None and inside is not None
     assert [c.context_ids for c in inside.chunks] == [c.context_ids for c in on_host.chunks]
+
+
+def test_an_agent_inside_the_sandbox_needs_the_proxy_over_http() -> None:
+    """A proxy the sandbox cannot reach is the harness's error, raised: not an agent outcome that scores 0."""
+    agent = TerminalAgentConfig(placement="sandbox")
+    with pytest.raises(ValueError, match="pass a ProxyClient"):
+        _run_agent(None, None, object(), "episode", agent, [], 0)  # type: ignore[arg-type]

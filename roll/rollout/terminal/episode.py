@@ -172,8 +172,13 @@ def _run_agent(
     expert: list[ExpertStep],
     start: int,
 ) -> AgentOutcome:
+    if agent.placement == "sandbox" and not isinstance(proxy, ProxyClient):
+        raise ValueError(
+            "an agent inside the sandbox reaches its model through the rocklet's forwarder, which needs "
+            "the proxy served over HTTP: pass a ProxyClient, or use placement host"
+        )
     try:
-        if agent.placement == "sandbox":
+        if agent.placement == "sandbox" and isinstance(proxy, ProxyClient):
             return _run_in_sandbox(sandbox, task, proxy, episode_id, agent, expert[:start])
         model = proxy.endpoint(episode_id) if isinstance(proxy, HostProxy) else proxy.episode_url(episode_id)
         return _run_on_host(sandbox, task, model, agent, expert[:start])
@@ -217,16 +222,11 @@ def _run_on_host(
 def _run_in_sandbox(
     sandbox: RockSandbox,
     task: Task,
-    proxy: ProxyClient | HostProxy,
+    proxy: ProxyClient,
     episode_id: str,
     agent: TerminalAgentConfig,
     prefix: list[ExpertStep],
 ) -> AgentOutcome:
-    if not isinstance(proxy, ProxyClient):
-        raise ValueError(
-            "an agent inside the sandbox reaches its model through the rocklet's forwarder, which needs "
-            "the proxy served over HTTP: pass a ProxyClient, or use placement host"
-        )
     # Imported here: the in-sandbox agent returns this module's AgentOutcome.
     from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
 
