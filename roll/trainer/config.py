@@ -58,6 +58,13 @@ class TorchBackendConfig(StrictConfig):
     packing: bool = Field(
         True, description="Padding-free packed forward; False pads to the longest (benchmark baseline)."
     )
+    shared_prefix_tokens: int = Field(
+        32,
+        ge=0,
+        description="Packed on CPU (roll_varlen attention): a start at least this long that every sequence "
+        "of a micro-batch shares (an agent's system prompt, a group's task) is computed once, with the same "
+        "logprobs and gradients; the micro-batch budget counts it once. 0: every sequence is computed whole.",
+    )
     activation_checkpointing: bool = Field(
         False, description="Recompute each layer's activations in the backward pass (less memory, more time)."
     )

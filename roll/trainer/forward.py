@@ -28,6 +28,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.utils import is_flash_attn_2_available
 
 from roll.algo.batch import PackedBatch
+from roll.trainer.shared_prefix import SHARED_PREFIX, prefix_attention, share_prefix
 
 LOGIT_CHUNK_ROWS = 1024
 VARLEN = "roll_varlen"
@@ -52,6 +53,8 @@ def varlen_attention_forward(
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     lengths = boundaries.diff().tolist()
+    if kwargs.get(SHARED_PREFIX):
+        return prefix_attention(query, key, value, lengths, scaling).transpose(1, 2).contiguous(), None
     parts = [
         F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scaling)
         for q, k, v in zip(
@@ -149,18 +152,40 @@ def _scatter(mask: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
 
 
 def packed_logprobs(
-    model: PreTrainedModel, batch: PackedBatch, device: torch.device, with_entropy: bool = False
+    model: PreTrainedModel,
+    batch: PackedBatch,
+    device: torch.device,
+    with_entropy: bool = False,
+    shared_prefix: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logprobs [T] (and entropies [T]) of the batch's generated tokens, 0 elsewhere."""
+    """Logprobs [T] (and entropies [T]) of the batch's generated tokens, 0 elsewhere.
+
+    Under `roll_varlen` attention, with `shared_prefix` > 0, a start of at least that many tokens that every
+    sequence shares is computed once (roll.trainer.shared_prefix): same logprobs and gradients, fewer
+    tokens."""
     target = batch.loss_mask.to(device)
     ids = batch.input_ids.to(device)
-    hidden = _final_hidden(
-        model,
-        input_ids=ids[None],
-        position_ids=batch.position_ids.to(device)[None],
-        **sequence_boundaries(batch.seq_lens, device),
-    )
-    chosen, entropy = _token_stats(model, hidden[0][_predictor_mask(target)], ids[target], with_entropy)
+    predictors = _predictor_mask(target).nonzero()[:, 0]
+    shared = None
+    if shared_prefix and model.config._attn_implementation == VARLEN:
+        shared = share_prefix(batch.input_ids, batch.position_ids, batch.seq_lens, shared_prefix)
+    if shared is None:
+        hidden = _final_hidden(
+            model,
+            input_ids=ids[None],
+            position_ids=batch.position_ids.to(device)[None],
+            **sequence_boundaries(batch.seq_lens, device),
+        )
+    else:
+        hidden = _final_hidden(
+            model,
+            input_ids=shared.input_ids.to(device)[None],
+            position_ids=shared.position_ids.to(device)[None],
+            **sequence_boundaries(shared.seq_lens, device),
+            **{SHARED_PREFIX: True},
+        )
+        predictors = shared.gather.to(device)[predictors]
+    chosen, entropy = _token_stats(model, hidden[0][predictors], ids[target], with_entropy)
     return _scatter(target, chosen), None if entropy is None else _scatter(target, entropy)
 
 

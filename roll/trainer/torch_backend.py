@@ -26,7 +26,7 @@ from roll.algo.batch import PackedBatch
 from roll.algo.losses import Loss, summarize
 from roll.trainer.config import TorchBackendConfig
 from roll.trainer.distributed import full_tensor, gather_objects, shard_model, world
-from roll.trainer.forward import packed_logprobs, padded_logprobs, use_varlen_attention
+from roll.trainer.forward import VARLEN, packed_logprobs, padded_logprobs, use_varlen_attention
 from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.protocol import InferenceWeights
 from roll.trainer.schedule import lr_factor
@@ -65,8 +65,10 @@ class TorchBackend:
         self.model = model.to(self.device)
         self._reference = None if reference is None else self._frozen(reference)
         self.tokenizer = tokenizer
-        if config.packing:
-            use_varlen_attention(self.model, self.device)
+        # The varlen attention computes a start the sequences share once; flash-attention does not.
+        self._shared_prefix = 0
+        if config.packing and use_varlen_attention(self.model, self.device) == VARLEN:
+            self._shared_prefix = config.shared_prefix_tokens
         if config.activation_checkpointing:
             self.model.activation_checkpointing_enable({"use_reentrant": False})
         if self.world_size > 1:
@@ -89,9 +91,13 @@ class TorchBackend:
     def _forward(
         self, batch: PackedBatch, with_entropy: bool, model: PreTrainedModel | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        forward = packed_logprobs if self.config.packing else padded_logprobs
         with self._autocast():
-            logprobs, entropy = forward(model or self.model, batch, self.device, with_entropy)
+            if self.config.packing:
+                logprobs, entropy = packed_logprobs(
+                    model or self.model, batch, self.device, with_entropy, self._shared_prefix
+                )
+            else:
+                logprobs, entropy = padded_logprobs(model or self.model, batch, self.device, with_entropy)
         return logprobs.float().cpu(), None if entropy is None else entropy.float().cpu()
 
     def _frozen(self, model: PreTrainedModel) -> PreTrainedModel:
@@ -114,7 +120,12 @@ class TorchBackend:
 
     def _my_micro_batches(self, batch: PackedBatch) -> tuple[list[tuple[int, int]], int]:
         """This rank's trajectory ranges, and how many idle passes it must add to keep ranks in step."""
-        plan = plan_micro_batches(batch, self.config.micro_batch_tokens, padded=not self.config.packing)
+        plan = plan_micro_batches(
+            batch,
+            self.config.micro_batch_tokens,
+            padded=not self.config.packing,
+            shared_prefix=self._shared_prefix,
+        )
         mine = plan[self.rank :: self.world_size]
         rounds = -(-len(plan) // self.world_size)
         return mine, rounds - len(mine)

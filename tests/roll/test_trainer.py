@@ -24,6 +24,7 @@ from roll.trainer.forward import (
 from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.packing import pack_trajectories
 from roll.trainer.schedule import lr_factor
+from roll.trainer.shared_prefix import share_prefix, shared_tokens
 from roll.trainer.torch_backend import TorchBackend
 from roll.types import Chunk, Trajectory
 
@@ -314,3 +315,87 @@ def test_the_reference_is_trainer_model_loaded_again(tmp_path: Path) -> None:
     batch = pack_trajectories(agentic_trajectories())
     assert b.train_step(batch, loss)["kl_ref/max"] == pytest.approx(0.0, abs=1e-6)
     assert b.train_step(batch, loss)["kl_ref/mean"] > 1e-6
+
+
+def _trajectories_with_a_common_start() -> list[Trajectory]:
+    """Four two-turn trajectories opening with the same 12 tokens; the first two are the same up to their
+    last observation, so their shared start runs through generated (loss) tokens too."""
+    gen = torch.Generator().manual_seed(3)
+
+    def ids(n: int) -> list[int]:
+        return torch.randint(1, 64, (n,), generator=gen).tolist()
+
+    common = ids(12)
+    out = []
+    for i in range(4):
+        context = common + ids(3 + i)
+        first = Chunk(context_ids=context, output_ids=ids(3), output_logprobs=[-1.0] * 3)
+        second_context = context + first.output_ids + ids(2)
+        second = Chunk(context_ids=second_context, output_ids=ids(4), output_logprobs=[-1.0] * 4)
+        out.append(Trajectory(chunks=[first, second], reward=1.0 - i, group_id=f"g{i // 2}"))
+    out[1] = out[0].model_copy(
+        update={"chunks": [out[0].chunks[0], out[0].chunks[1].model_copy(update={"output_ids": ids(4)})]}
+    )
+    return out
+
+
+def test_share_prefix_stores_the_common_start_once() -> None:
+    ids = torch.tensor([5, 6, 7, 1, 5, 6, 8, 5, 6, 7, 2])
+    positions = torch.tensor([0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3])
+    row = share_prefix(ids, positions, torch.tensor([4, 3, 4]), min_prefix=1)
+    assert row is not None and row.prefix == 2
+    assert row.input_ids.tolist() == [5, 6, 7, 1, 8, 7, 2]
+    assert row.position_ids.tolist() == [0, 1, 2, 3, 2, 2, 3]
+    assert row.seq_lens.tolist() == [2, 2, 1, 2]
+    assert row.gather.tolist() == [0, 1, 2, 3, 0, 1, 4, 0, 1, 5, 6]
+    assert torch.equal(row.input_ids[row.gather], ids) and torch.equal(
+        row.position_ids[row.gather], positions
+    )
+    assert share_prefix(ids, positions, torch.tensor([4, 3, 4]), min_prefix=3) is None
+    assert share_prefix(ids, positions, torch.tensor([4, 3, 4]), min_prefix=0) is None
+    # The same tokens at other positions are no shared start.
+    assert (
+        share_prefix(ids, positions + torch.tensor([0] * 4 + [1] * 3 + [0] * 4), torch.tensor([4, 3, 4]), 1)
+        is None
+    )
+
+
+def test_shared_prefix_logprobs_and_gradients_equal_per_sequence() -> None:
+    batch = pack_trajectories(_trajectories_with_a_common_start())
+    row = share_prefix(batch.input_ids, batch.position_ids, batch.seq_lens, min_prefix=1)
+    assert row is not None and row.prefix == 12 and row.input_ids.numel() < batch.num_tokens - 30
+    weights = torch.linspace(0.5, 1.5, batch.num_tokens)
+    reference = tiny_llama()
+    expected = _per_sequence_logprobs(reference, batch)
+    (expected * weights).sum().backward()
+    model = tiny_llama()
+    use_varlen_attention(model, CPU)
+    logprobs, entropy = packed_logprobs(model, batch, CPU, with_entropy=True, shared_prefix=1)
+    (logprobs * weights).sum().backward()
+    torch.testing.assert_close(logprobs, expected, atol=1e-5, rtol=0)
+    for (name, param), ref in zip(model.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(param.grad, ref.grad, atol=1e-5, rtol=1e-4, msg=name)
+    _, whole_entropy = packed_logprobs(model, batch, CPU, with_entropy=True)
+    torch.testing.assert_close(entropy, whole_entropy, atol=1e-5, rtol=0)
+
+
+def test_micro_batch_budget_counts_a_shared_start_once() -> None:
+    batch = pack_trajectories(_trajectories_with_a_common_start())
+    tokens = batch.trajectory_token_counts().tolist()
+    budget = tokens[0] + tokens[1] + 4  # two whole trajectories fit, not three
+    assert plan_micro_batches(batch, budget)[0] == (0, 2)
+    # Counted once, the start the three first trajectories share (12 tokens) leaves room for the third.
+    assert plan_micro_batches(batch, budget, shared_prefix=1)[0] == (0, 3)
+    part = batch.slice_trajectories(0, 3)
+    assert part.num_tokens - shared_tokens(part.input_ids, part.position_ids, part.seq_lens, 1) <= budget
+
+
+def test_a_train_step_is_the_same_with_the_shared_start_computed_once() -> None:
+    batch = pack_trajectories(_trajectories_with_a_common_start())
+    loss = build_loss(IPALossConfig(group_baseline=True))
+    shared, whole = backend(shared_prefix_tokens=1), backend(shared_prefix_tokens=0)
+    first, second = shared.train_step(batch, loss), whole.train_step(batch, loss)
+    assert first["loss"] == pytest.approx(second["loss"], abs=1e-6)
+    assert first["grad_norm"] == pytest.approx(second["grad_norm"], rel=1e-4)
+    for a, b in zip(shared.model.parameters(), whole.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
