@@ -3,8 +3,10 @@
 The batches are the main job's own teacher conversations (the data stage's sft.jsonl: iflow's shell profile,
 its system prompt and tool schema, the generated tasks), tokenized as `roll sft` tokenizes them:
 - sft: 8 conversations as SFT's first batch draws them (the sequences share the system prompt and tools);
-- pairs: 8 conversations, the two of each of 4 tasks side by side. An RL step's group of 4 episodes shares
-  its whole first prompt; pairs of real conversations are the closest the data stage's output gives.
+- groups: an RL step's shape, 2 groups of 4 episodes that share their task's first prompt and then go their
+  own ways. The data stage keeps one way per task (its two attempts are the same), so each member takes the
+  later turns of a different task of the family, after the group's first prompt: real lengths and tokens,
+  answers that do not fit the task (which changes no cost).
 Both modes run TorchBackend.train_step with the main job's trainer settings (bf16 autocast, 2048-token
 micro-batches, IPA with a KL to a reference model, so each step is a reference forward, a forward and a
 backward); they differ only in `trainer.shared_prefix_tokens` (32, the default, against 0). Timed steps of
@@ -22,6 +24,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -29,12 +32,12 @@ from roll.algo.batch import PackedBatch
 from roll.algo.config import IPALossConfig
 from roll.algo.losses import build_loss
 from roll.models import load_model
-from roll.sft.data import load_trajectories
+from roll.sft.data import SFTExample, read_examples, to_trajectory
 from roll.sft.train import batch_order
 from roll.trainer.config import OptimizerConfig, TorchBackendConfig
+from roll.trainer.forward import shared_tokens
 from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.packing import pack_trajectories
-from roll.trainer.shared_prefix import shared_tokens
 from roll.trainer.torch_backend import TorchBackend
 from roll.types import Trajectory
 
@@ -52,21 +55,29 @@ def newest_sft_data() -> Path:
     return found[-1]
 
 
-def batches(trajectories: list[Trajectory]) -> dict[str, PackedBatch]:
-    def with_rewards(picked: list[Trajectory]) -> PackedBatch:
+def batches(data: Path, tokenizer: Any) -> dict[str, PackedBatch]:
+    examples = read_examples(data)
+
+    def packed(picked: list[Trajectory]) -> PackedBatch:
         # Rewards of +-1 by turns: the loss has something to push on; the cost does not depend on it.
         scored = [
-            t.model_copy(update={"reward": 1.0 if i % 2 else -1.0, "group_id": f"g{i // 2}"})
+            t.model_copy(update={"reward": 1.0 if i % 2 else -1.0, "group_id": f"g{i // 4}"})
             for i, t in enumerate(picked)
         ]
         return pack_trajectories(scored)
 
-    first_sft_batch = batch_order(len(trajectories), 8, epoch=0, seed=0)[0]
-    by_task: dict[str, list[Trajectory]] = {}
-    for t in trajectories:
-        by_task.setdefault(str(t.metadata.get("task_id")), []).append(t)
-    pairs = [t for group in by_task.values() if len(group) >= 2 for t in group[:2]][:8]
-    return {"sft": with_rewards([trajectories[i] for i in first_sft_batch]), "pairs": with_rewards(pairs)}
+    first_sft_batch = batch_order(len(examples), 8, epoch=0, seed=0)[0]
+    sft = [to_trajectory(examples[i], tokenizer) for i in first_sft_batch]
+    by_family: dict[str, list[SFTExample]] = {}
+    for example in examples[::2]:  # one of the two identical attempts of each task
+        by_family.setdefault(str((example.model_extra or {}).get("family")), []).append(example)
+    groups = []
+    for family in list(by_family.values())[:2]:
+        task = family[0].messages[1]
+        for member in family[:4]:
+            messages = [member.messages[0], task, *member.messages[2:]]
+            groups.append(to_trajectory(member.model_copy(update={"messages": messages}), tokenizer))
+    return {"sft": packed(sft), "groups": packed(groups)}
 
 
 def computed_tokens(batch: PackedBatch, shared_prefix: int) -> tuple[int, int]:
@@ -101,15 +112,12 @@ def main() -> None:
     torch.set_num_threads(1)  # as the main job's trainer runs (resources.trainer_threads: 1)
     data = args.data or newest_sft_data()
     tokenizer = load_model(MODEL).tokenizer
-    trajectories = load_trajectories(data, tokenizer)
-    for t, line in zip(trajectories, data.read_text().splitlines(), strict=True):
-        t.metadata["task_id"] = json.loads(line).get("task_id")
     loss = build_loss(IPALossConfig(kl_coef=0.5, group_baseline=True))
     modes = {"shared": 32, "whole": 0}
     backends = {name: backend(shared) for name, shared in modes.items()}
     results: dict[str, dict[str, float]] = {}
     print(f"data: {data}; load average {os.getloadavg()[0]:.2f} before")
-    for shape, batch in batches(trajectories).items():
+    for shape, batch in batches(data, tokenizer).items():
         wall = dict.fromkeys(modes, 0.0)
         for name in modes:
             backends[name].train_step(batch, loss)  # untimed: allocator, optimizer state

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from roll.algo.batch import PackedBatch
-from roll.trainer.shared_prefix import shared_tokens
+from roll.trainer.forward import shared_tokens
 
 
 def plan_micro_batches(
@@ -11,7 +11,7 @@ def plan_micro_batches(
 ) -> list[tuple[int, int]]:
     """Contiguous trajectory ranges [start, end) of at most `token_budget` tokens each, in data order.
 
-    Packed, a micro-batch costs its real tokens, with a start of at least `shared_prefix` tokens that all its
+    Packed, a micro-batch costs its real tokens, with every start of at least `shared_prefix` tokens that its
     sequences share counted once (when > 0: the forward computes it once); `padded`, it costs what the padded
     forward computes: its sequences times its longest sequence. Trajectories are never split (chunk- and
     trajectory-level quantities need all their tokens); one that alone exceeds the budget gets a micro-batch

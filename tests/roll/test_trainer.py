@@ -18,13 +18,14 @@ from roll.trainer.forward import (
     packed_logprobs,
     padded_logprobs,
     sequence_boundaries,
+    share_prefixes,
+    shared_tokens,
     use_varlen_attention,
     varlen_attention_forward,
 )
 from roll.trainer.micro_batches import plan_micro_batches
 from roll.trainer.packing import pack_trajectories
 from roll.trainer.schedule import lr_factor
-from roll.trainer.shared_prefix import share_prefix, shared_tokens
 from roll.trainer.torch_backend import TorchBackend
 from roll.types import Chunk, Trajectory
 
@@ -318,17 +319,18 @@ def test_the_reference_is_trainer_model_loaded_again(tmp_path: Path) -> None:
 
 
 def _trajectories_with_a_common_start() -> list[Trajectory]:
-    """Four two-turn trajectories opening with the same 12 tokens; the first two are the same up to their
-    last observation, so their shared start runs through generated (loss) tokens too."""
+    """Four two-turn trajectories opening with the same 12 tokens, in two groups whose members also share
+    their task (3 more tokens); the first two are the same up to their last observation, so their shared
+    start runs through generated (loss) tokens too."""
     gen = torch.Generator().manual_seed(3)
 
     def ids(n: int) -> list[int]:
         return torch.randint(1, 64, (n,), generator=gen).tolist()
 
-    common = ids(12)
+    common, tasks = ids(12), [ids(3), ids(3)]
     out = []
     for i in range(4):
-        context = common + ids(3 + i)
+        context = common + tasks[i // 2] + ids(1 + i)
         first = Chunk(context_ids=context, output_ids=ids(3), output_logprobs=[-1.0] * 3)
         second_context = context + first.output_ids + ids(2)
         second = Chunk(context_ids=second_context, output_ids=ids(4), output_logprobs=[-1.0] * 4)
@@ -339,31 +341,49 @@ def _trajectories_with_a_common_start() -> list[Trajectory]:
     return out
 
 
-def test_share_prefix_stores_the_common_start_once() -> None:
+def test_share_prefixes_stores_each_shared_start_once() -> None:
+    # Three sequences share [5, 6]; the first and third also share [7] after it.
     ids = torch.tensor([5, 6, 7, 1, 5, 6, 8, 5, 6, 7, 2])
     positions = torch.tensor([0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3])
-    row = share_prefix(ids, positions, torch.tensor([4, 3, 4]), min_prefix=1)
-    assert row is not None and row.prefix == 2
-    assert row.input_ids.tolist() == [5, 6, 7, 1, 8, 7, 2]
-    assert row.position_ids.tolist() == [0, 1, 2, 3, 2, 2, 3]
-    assert row.seq_lens.tolist() == [2, 2, 1, 2]
-    assert row.gather.tolist() == [0, 1, 2, 3, 0, 1, 4, 0, 1, 5, 6]
+    lengths = torch.tensor([4, 3, 4])
+    row = share_prefixes(ids, positions, lengths, min_prefix=1)
+    assert row is not None
+    # Segments, depth first: [5, 6]; [7] under it; [1] and [2] under that; [8] under [5, 6].
+    assert row.input_ids.tolist() == [5, 6, 7, 1, 2, 8]
+    assert row.lengths == [2, 1, 1, 1, 1]
+    assert row.ancestors == [[], [0], [0, 1], [0, 1], [0]]
+    assert row.position_ids.tolist() == [0, 1, 2, 3, 3, 2]
+    assert row.gather.tolist() == [0, 1, 2, 3, 0, 1, 5, 0, 1, 2, 4]
     assert torch.equal(row.input_ids[row.gather], ids) and torch.equal(
         row.position_ids[row.gather], positions
     )
-    assert share_prefix(ids, positions, torch.tensor([4, 3, 4]), min_prefix=3) is None
-    assert share_prefix(ids, positions, torch.tensor([4, 3, 4]), min_prefix=0) is None
+    assert shared_tokens(ids, positions, lengths, 1) == 5
+    # At least 2 tokens a segment: [7] is too short to share; [5, 6] still is.
+    two = share_prefixes(ids, positions, lengths, min_prefix=2)
+    assert two is not None and two.input_ids.tolist() == [5, 6, 7, 1, 7, 2, 8]
+    # At least 3: only the first and third share, [5, 6, 7]; the second stays whole.
+    three = share_prefixes(ids, positions, lengths, min_prefix=3)
+    assert three is not None and three.input_ids.tolist() == [5, 6, 7, 1, 2, 5, 6, 8]
+    assert three.ancestors == [[], [0], [0], []]
+    assert share_prefixes(ids, positions, lengths, min_prefix=4) is None
+    assert share_prefixes(ids, positions, lengths, min_prefix=0) is None
     # The same tokens at other positions are no shared start.
+    moved = positions + torch.tensor([0] * 4 + [1] * 3 + [0] * 4)
+    one = share_prefixes(ids, moved, lengths, min_prefix=1)
+    assert one is not None and one.input_ids.tolist() == [5, 6, 7, 1, 2, 5, 6, 8]
+    # Sequences that share nothing from their first token on are left whole.
     assert (
-        share_prefix(ids, positions + torch.tensor([0] * 4 + [1] * 3 + [0] * 4), torch.tensor([4, 3, 4]), 1)
+        share_prefixes(torch.tensor([1, 2, 3, 4]), torch.tensor([0, 1, 0, 1]), torch.tensor([2, 2]), 1)
         is None
     )
 
 
 def test_shared_prefix_logprobs_and_gradients_equal_per_sequence() -> None:
     batch = pack_trajectories(_trajectories_with_a_common_start())
-    row = share_prefix(batch.input_ids, batch.position_ids, batch.seq_lens, min_prefix=1)
-    assert row is not None and row.prefix == 12 and row.input_ids.numel() < batch.num_tokens - 30
+    row = share_prefixes(batch.input_ids, batch.position_ids, batch.seq_lens, min_prefix=1)
+    # All four share 12 tokens, each group 3 more, the first two their whole first turn.
+    assert row is not None and row.lengths[0] == 12 and len(row.lengths) == 7
+    assert row.input_ids.numel() == batch.num_tokens - 3 * 12 - 2 * 3 - (1 + 3 + 2)
     weights = torch.linspace(0.5, 1.5, batch.num_tokens)
     reference = tiny_llama()
     expected = _per_sequence_logprobs(reference, batch)
@@ -384,7 +404,8 @@ def test_micro_batch_budget_counts_a_shared_start_once() -> None:
     tokens = batch.trajectory_token_counts().tolist()
     budget = tokens[0] + tokens[1] + 4  # two whole trajectories fit, not three
     assert plan_micro_batches(batch, budget)[0] == (0, 2)
-    # Counted once, the start the three first trajectories share (12 tokens) leaves room for the third.
+    # Counted once, the starts the first three trajectories share (12 tokens, and 19 more between the first
+    # two) leave room for the third.
     assert plan_micro_batches(batch, budget, shared_prefix=1)[0] == (0, 3)
     part = batch.slice_trajectories(0, 3)
     assert part.num_tokens - shared_tokens(part.input_ids, part.position_ids, part.seq_lens, 1) <= budget
@@ -397,5 +418,7 @@ def test_a_train_step_is_the_same_with_the_shared_start_computed_once() -> None:
     first, second = shared.train_step(batch, loss), whole.train_step(batch, loss)
     assert first["loss"] == pytest.approx(second["loss"], abs=1e-6)
     assert first["grad_norm"] == pytest.approx(second["grad_norm"], rel=1e-4)
+    # Adam's first step moves every weight by about lr (1e-3) whatever its gradient's size, so float noise
+    # in a near-zero gradient shows as up to ~1e-5 here.
     for a, b in zip(shared.model.parameters(), whole.model.parameters(), strict=True):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
