@@ -53,7 +53,8 @@ def varlen_attention_forward(
     scaling: float | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """Causal attention within each packed sequence; q/k/v are [1, heads, T, head_dim]."""
+    """Causal attention within each packed sequence, or over a SharedRow's segments; q/k/v are [1, heads, T,
+    head_dim]."""
     shared = kwargs.get(SHARED_ROW)
     boundaries = kwargs.get("cu_seq_lens_q")
     if boundaries is None or attention_mask is not None or query.shape[0] != 1:
@@ -63,6 +64,11 @@ def varlen_attention_forward(
     groups = getattr(module, "num_key_value_groups", 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     if isinstance(shared, SharedRow):
+        if dropout > 0:
+            raise ValueError(
+                "a packed row with shared starts cannot take attention dropout (a shared segment would drop "
+                "the same weights for every sequence that reads it): set trainer.shared_prefix_tokens: 0"
+            )
         return tree_attention(query, key, value, shared, scaling).transpose(1, 2).contiguous(), None
     lengths = boundaries.diff().tolist()
     parts = [

@@ -399,6 +399,18 @@ def test_shared_prefix_logprobs_and_gradients_equal_per_sequence() -> None:
     torch.testing.assert_close(entropy, whole_entropy, atol=1e-5, rtol=0)
 
 
+def test_shared_starts_refuse_attention_dropout() -> None:
+    model = tiny_llama()
+    for layer in model.model.layers:
+        layer.self_attn.attention_dropout = 0.1
+    use_varlen_attention(model, CPU)
+    batch = pack_trajectories(_trajectories_with_a_common_start())
+    with pytest.raises(ValueError, match="shared_prefix_tokens: 0"):
+        packed_logprobs(model.train(), batch, CPU, shared_prefix=1)
+    logprobs, _ = packed_logprobs(model.eval(), batch, CPU, shared_prefix=1)  # no dropout outside training
+    assert (logprobs[batch.loss_mask] < 0).all()
+
+
 def test_micro_batch_budget_counts_a_shared_start_once() -> None:
     batch = pack_trajectories(_trajectories_with_a_common_start())
     tokens = batch.trajectory_token_counts().tolist()
