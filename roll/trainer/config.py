@@ -61,9 +61,10 @@ class TorchBackendConfig(StrictConfig):
     shared_prefix_tokens: int = Field(
         32,
         ge=0,
-        description="Packed on CPU (roll_varlen attention): a start at least this long that every sequence "
-        "of a micro-batch shares (an agent's system prompt, a group's task) is computed once, with the same "
-        "logprobs and gradients; the micro-batch budget counts it once. 0: every sequence is computed whole.",
+        description="Packed under roll_varlen attention (CPU, or CUDA without flash-attention): every start "
+        "at least this long that sequences of a micro-batch share (an agent's system prompt, a group's task) "
+        "is computed once, with the same logprobs and gradients; the micro-batch budget counts it once. 0: "
+        "every sequence is computed whole.",
     )
     activation_checkpointing: bool = Field(
         False, description="Recompute each layer's activations in the backward pass (less memory, more time)."
