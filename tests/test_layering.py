@@ -39,7 +39,6 @@ TORCH_FREE = (
     "rock.sdk.tables",
     "rock.observation",
     "roll.types",
-    "rome.terminal_tasks.images",
     "rome.terminal_tasks.rock_sandbox",
 )
 
@@ -175,7 +174,7 @@ def test_the_table_reads_as_design_md_says() -> None:
         ("roll.rollout.gem_env", "rock.sdk.envs"),
         ("roll.rollout.worker", "rock.proxy.client"),
         ("roll.rollout.terminal.episode", "iflow.agent.build"),
-        ("roll.rollout.terminal.episode", "rome.terminal_tasks.images"),
+        ("roll.rollout.terminal.episode", "rome.terminal_tasks.rock_sandbox"),
         ("rome.data.recipe", "roll.rollout.terminal.config"),
         ("rome.bench.runner", "rock.fleet"),
     ]
@@ -188,7 +187,7 @@ def test_the_table_reads_as_design_md_says() -> None:
         ("iflow.executors.rock", "rock"),
         ("iflow.executors.rock", "rock.fleet"),
         ("iflow.tools.shell", "roll"),
-        ("rome.terminal_tasks.images", "rock.images.build"),
+        ("rome.terminal_tasks.rock_sandbox", "rock.images.build"),
         ("rome.terminal_tasks.task", "rome.bench.runner"),
         ("rome.terminal_tasks.task", "iflow"),
         ("roll.rollout.terminal.run", "rock.fleet"),

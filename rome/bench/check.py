@@ -13,9 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from rome.terminal_tasks.images import base_images
 from rome.terminal_tasks.network import grant
-from rome.terminal_tasks.task import Task
+from rome.terminal_tasks.task import Task, base_images
 
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE | re.MULTILINE)
 # (what it needs, pattern): package installs the cache can serve, and downloads it cannot.

@@ -125,7 +125,7 @@ class DockerProvider:
         network unless the operator consented to the full one and the task asks for it."""
         from rock.images.ensure import ensure_local
         from rock.images.errors import ImageError
-        from rome.terminal_tasks.images import BUILD_MEMORY_MB, TaskImageError, image_repository
+        from rome.terminal_tasks.task import BUILD_MEMORY_MB, TaskImageError, image_repository
 
         network = "bridge" if self.allow_internet and task.network.most == "full" else "none"
         try:

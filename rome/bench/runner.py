@@ -17,9 +17,8 @@ from pydantic import ValidationError
 from rome.bench.agents import make_agent
 from rome.bench.atif import write_trial_trajectory
 from rome.bench.trial import TrialResult, run_trial
-from rome.terminal_tasks.images import TaskImageError
 from rome.terminal_tasks.sandbox import SandboxProvider
-from rome.terminal_tasks.task import Task
+from rome.terminal_tasks.task import Task, TaskImageError
 
 if TYPE_CHECKING:
     from rock.packages.mode import PackagesMode

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rock.sdk import CommandTimeout, RockError
-from rome.terminal_tasks.images import TaskImageError, ensure_image
-from rome.terminal_tasks.rock_sandbox import RockSandbox
+from rome.terminal_tasks.rock_sandbox import RockSandbox, ensure_image
 from rome.terminal_tasks.sandbox import SandboxError
-from rome.terminal_tasks.task import Task, TaskLoadError, load_task
+from rome.terminal_tasks.task import Task, TaskImageError, TaskLoadError, load_task
 from rome.terminal_tasks.verifier import verify
 
 TERMINAL_PREFIX = "terminal:"

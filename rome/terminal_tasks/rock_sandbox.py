@@ -1,24 +1,30 @@
-"""Terminal tasks' sandboxes on a ROCK fleet, through the ROCK SDK (`rock.sdk.Sandbox`)."""
+"""Terminal tasks on a ROCK fleet, through the ROCK SDK: their images (`rock.sdk.Images`) and sandboxes
+(`rock.sdk.Sandbox`).
+
+A task's image is made by the fleet: a worker builds the task's environment folder (which must lie under one
+of the fleet's build roots: `rock admin serve --build-context-root`, or `PrivateFleet(build_roots=...)`)
+through its alias table, and answers the tag, the image's working directory and how its base images differ
+from what the Dockerfile names. The caller needs no Docker of its own."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
-from rock.sdk import CommandTimeout, ImageInfo, RockError, Sandbox
+from rock.sdk import CommandTimeout, ImageInfo, Images, RockError, Sandbox
 from rock.sdk.errors import RemoteFileNotFound
 from rome.terminal_tasks.grading_guard import Baseline, take_baseline
-from rome.terminal_tasks.images import (
-    BuildNetwork,
-    default_build_network,
-    ensure_image,
-    fleet_health,
-    fleet_url,
-)
 from rome.terminal_tasks.network import allowlist_cidrs, grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
-from rome.terminal_tasks.task import Task
+from rome.terminal_tasks.task import BUILD_MEMORY_MB, Task, TaskImageError, image_repository
+
+BuildNetwork = Literal["none", "packages", "bridge"]
+
+_locks: dict[tuple[str, str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
 
 # A trial's sandbox lives at most this long past its agent's and verifier's timeouts.
 TTL_MARGIN_SEC = 900.0
@@ -27,6 +33,62 @@ TTL_MARGIN_SEC = 900.0
 # The ROCK sandbox network for each policy: `packages` has no network but the package cache's forwarder.
 # `allowlist` is the bridge with egress firewalled to the allowed hosts' addresses.
 SANDBOX_NETWORK = {"none": "none", "packages": "packages", "allowlist": "bridge", "full": "bridge"}
+
+
+def ensure_image(task: Task, admin_url: str | None, network: BuildNetwork | None = None) -> ImageInfo:
+    """The task's image on the fleet at `admin_url`: built from its environment folder (a build of content
+    built before returns at once) or its `image` resolved. `network`: what the build's RUN steps reach; None
+    is the fleet's package cache where it has one, else none. TaskImageError when it fails."""
+    url = fleet_url(admin_url)
+    network = network or default_build_network(url)
+    key = (url, str(task.path), network)
+    with _locks_guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    images = Images(admin_url=url)
+    with lock:  # the attempts of one task ask at once: one waits for the other's build, then finds it built
+        try:
+            if task.build_context is None or task.dockerfile is None:
+                return images.ensure(image=task.image or "")
+            return images.ensure(
+                build_context=str(task.build_context.resolve()),
+                dockerfile=task.dockerfile.name,
+                repository=image_repository(task),
+                network=network,
+                cpus=task.cpus,
+                memory=f"{max(task.memory_mb, BUILD_MEMORY_MB)}m",
+            )
+        except (RockError, ValueError) as exc:
+            raise TaskImageError(f"{task.id}: the fleet did not make its image: {exc}") from exc
+
+
+def fleet_url(admin_url: str | None) -> str:
+    from rock.sdk.calls import admin_url as resolve
+
+    return resolve(admin_url)
+
+
+def fleet_health(admin_url: str | None) -> dict:
+    """The admin's /health (its package cache, workers); {} when it does not answer."""
+    import httpx
+
+    try:
+        reply = httpx.get(f"{fleet_url(admin_url)}/health", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return reply if isinstance(reply, dict) else {}
+
+
+_networks: dict[str, BuildNetwork] = {}
+
+
+def default_build_network(admin_url: str) -> BuildNetwork:
+    """`packages` on a fleet with a package cache (a task's `pip install` builds offline), else `none`: the
+    fleet's answer now, or when it does not answer, its last answer in this process (the build arguments of
+    `packages` are part of the image's content, so a run keeps asking for the same while its admin is briefly
+    unreachable; a new fleet on the same address is asked afresh)."""
+    if health := fleet_health(admin_url):
+        _networks[admin_url] = "packages" if health.get("package_cache") else "none"
+    return _networks.get(admin_url, "none")
 
 
 class RockSandbox:
@@ -39,7 +101,7 @@ class RockSandbox:
         package_cache: bool = False,
         open_sandbox: Callable[..., Sandbox] = Sandbox,
     ) -> None:
-        """`image`: the fleet's answer for the task's image (`images.ensure_image`); commands run in its
+        """`image`: the fleet's answer for the task's image (`ensure_image`); commands run in its
         working directory, as they would in `docker run` (ROCK starts them in $HOME). `open_sandbox`: makes
         the ROCK sandbox from `Sandbox`'s options (`GroupedOpens.open` to share one group create with the
         trials that start at the same time)."""

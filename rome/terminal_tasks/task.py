@@ -97,6 +97,40 @@ class Task(BaseModel):
         )
 
 
+BUILD_MEMORY_MB = 2048
+"""The least memory a task's build gets (its sandbox may ask for less than pip or apt need to install)."""
+
+
+class TaskImageError(RuntimeError):
+    """A task's image did not build or resolve on the fleet; the message carries the tail of the build log."""
+
+
+def base_images(task: Task) -> list[str]:
+    """The images a task builds on: its Dockerfile's FROM lines (not its own stages), or its image."""
+    if task.dockerfile is None:
+        return [task.image] if task.image else []
+    stages: set[str] = set()
+    bases: list[str] = []
+    for line in task.dockerfile.read_text(errors="replace").splitlines():
+        words = [w for w in line.split() if not w.startswith("--")]
+        if len(words) < 2 or words[0].upper() != "FROM":
+            continue
+        if words[1].lower() not in stages and "$" not in words[1]:
+            bases.append(words[1])
+        if len(words) >= 4 and words[2].upper() == "AS":
+            stages.add(words[3].lower())
+    return bases
+
+
+def image_repository(task: Task) -> str:
+    """`rome-bench/<task id>`; the fleet tags it with the hash of the build context, so two task folders with
+    one id but other files (two task sets, or a regenerated task) never share an image."""
+    name = "".join(
+        ch if (ch.isascii() and ch.isalnum()) or ch in "-_." else "-" for ch in task.id.lower()
+    ).strip("-_.")
+    return f"rome-bench/{name or 'task'}"
+
+
 class TaskLoadError(BaseModel):
     """Why one task directory could not be loaded: the file and the field at fault."""
 

@@ -82,8 +82,7 @@ def test_a_build_is_refused_outside_the_root_and_a_failed_one_says_why(fleet_and
 
 
 def test_the_task_library_builds_through_the_fleet(fleet_and_root) -> None:
-    from rome.terminal_tasks.images import ensure_image
-    from rome.terminal_tasks.rock_sandbox import RockSandbox
+    from rome.terminal_tasks.rock_sandbox import RockSandbox, ensure_image
     from rome.terminal_tasks.task import Task, load_task
 
     fleet, root = fleet_and_root

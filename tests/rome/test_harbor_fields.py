@@ -211,7 +211,7 @@ def test_terminal_bench_bases_map_to_local_images_with_a_note(name, local, diffe
 
 def test_a_trial_notes_each_base_that_differs(tmp_path: Path) -> None:
     from rome.bench.check import image_notes
-    from rome.terminal_tasks.images import base_images
+    from rome.terminal_tasks.task import base_images
 
     d = tmp_path / "t"
     (d / "environment").mkdir(parents=True)

@@ -11,8 +11,8 @@ import pytest
 
 from rock.admin.config import AdminConfig
 from rock.fleet import AdminThread, free_port, short_tmp
-from rome.terminal_tasks.images import TaskImageError, default_build_network, ensure_image, image_repository
-from rome.terminal_tasks.task import Task, load_task
+from rome.terminal_tasks.rock_sandbox import default_build_network, ensure_image
+from rome.terminal_tasks.task import Task, TaskImageError, image_repository, load_task
 
 
 def make_task(folder: Path, task_id: str) -> Task:
@@ -58,10 +58,10 @@ def test_a_task_outside_the_fleets_roots_or_without_a_worker_fails_with_its_id(a
 def test_the_build_network_follows_the_fleet_now_answering_at_an_address(monkeypatch) -> None:
     """A new fleet on an address an earlier one used (tests reuse ports) is asked afresh; a fleet that does
     not answer keeps the last answer, so a run's images keep their build arguments."""
-    from rome.terminal_tasks import images
+    from rome.terminal_tasks import rock_sandbox
 
     answers = iter([{"package_cache": True}, {"package_cache": False}, {}, {"package_cache": True}, {}])
-    monkeypatch.setattr(images, "fleet_health", lambda url: next(answers))
+    monkeypatch.setattr(rock_sandbox, "fleet_health", lambda url: next(answers))
     url = "http://127.0.0.1:1"
     seen = [default_build_network(url) for _ in range(5)]
     assert seen == ["packages", "none", "none", "packages", "packages"]

@@ -30,10 +30,9 @@ from roll.rollout.terminal.config import TerminalAgentConfig
 from roll.rollout.terminal.resampling.expert import ExpertStep
 from roll.rollout.terminal.resampling.prefill import CONTINUE_PROMPT, prefilled_history
 from roll.rollout.terminal.serving import HostProxy
-from rome.terminal_tasks.images import TaskImageError
 from rome.terminal_tasks.rock_sandbox import RockSandbox
 from rome.terminal_tasks.sandbox import SandboxError
-from rome.terminal_tasks.task import Task
+from rome.terminal_tasks.task import Task, TaskImageError
 from rome.terminal_tasks.verifier import verify
 
 FailureMode = Literal[

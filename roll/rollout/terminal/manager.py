@@ -23,7 +23,7 @@ from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.episode import AgentEpisode, play_episode
 from roll.rollout.terminal.resampling.expert import ExpertStep
 from roll.rollout.terminal.resampling.scheduler import StartScheduler
-from roll.rollout.terminal.sandboxes import LedgerProvider
+from roll.rollout.terminal.run import LedgerProvider
 from roll.rollout.terminal.serving import AgentEndpoints, HostProxy, ServedTokenizer
 from roll.rollout.terminal.tasks import load_terminal_tasks, oracle_experts
 from roll.types import Trajectory
@@ -31,7 +31,7 @@ from roll.types import Trajectory
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from roll.rollout.engine_front import EngineFront
+    from roll.rollout.worker import EngineFront
 
 INFRA_FAILURES = ("build_error", "sandbox_error")
 
