@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from roll.config import StrictConfig
-    from roll.rollout.worker import EngineFront
+    from roll.rollout.engine_front import EngineFront
 
 
 class RunSettings(Protocol):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from transformers import PreTrainedTokenizerBase
 
-    from roll.rollout.worker import EngineFront
+    from roll.rollout.engine_front import EngineFront
 
 
 class GEMRun:

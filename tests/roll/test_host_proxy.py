@@ -19,9 +19,9 @@ import pytest
 from iflow.llm import EndpointError, LLMClient, LLMConfig, LLMError
 from rock.proxy.train import InProcessProxy
 from roll.rollout.config import SamplingConfig
+from roll.rollout.engine_front import EngineFront
 from roll.rollout.terminal import serving
 from roll.rollout.terminal.serving import AgentEndpoints, EngineChat, HostProxy, ServedTokenizer
-from roll.rollout.worker import EngineFront
 from roll.testing import ScriptedEngine
 
 SYSTEM = {"role": "system", "content": "You are a terminal agent."}

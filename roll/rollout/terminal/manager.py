@@ -31,7 +31,7 @@ from roll.types import Trajectory
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from roll.rollout.worker import EngineFront
+    from roll.rollout.engine_front import EngineFront
 
 INFRA_FAILURES = ("build_error", "sandbox_error")
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from roll.engine.protocol import InferenceEngine
     from roll.engine.server.state import ServedModel
     from roll.rollout.config import SamplingConfig
-    from roll.rollout.worker import EngineFront
+    from roll.rollout.engine_front import EngineFront
 
 
 @dataclass(frozen=True)
