@@ -3,9 +3,10 @@
 How a request flows (one worker thread does all model work; the asyncio side only routes commands and tokens):
 
 - `engine.py`: `TorchEngine` takes requests, hands commands to the core between steps, streams tokens back.
-- `core.py`: each step applies commands (new requests, aborts, weight updates, sleep/wake), prefills up to
-  `prefill_chunk_tokens` prompt tokens (a long prompt is split over steps, so running decodes never wait for
-  it), admits finished prefills to the running batch, then runs one decode step for every running completion.
+- `core.py`: each step applies commands (new requests, aborts, weight updates, sleep/wake: the weights copied
+  in place, or offloaded and brought back), prefills up to `prefill_chunk_tokens` prompt tokens (a long
+  prompt is split over steps, so running decodes never wait for it), admits finished prefills to the running
+  batch, then runs one decode step for every running completion.
   A prompt's last token is fed by the decode step, so prefill needs no logits at all.
 - `kv_cache.py`: the running batch's KV cache: the prompt prefix all running rows share (a system prompt and
   tool schemas), stored once, then left-padded rows in preallocated buffers with a per-row mask and per-row
@@ -17,7 +18,7 @@ How a request flows (one worker thread does all model work; the asyncio side onl
 - `prefix_cache.py`: KV of recent prompts and finished conversations, reused by prompts that start alike.
 - `sampling.py`: greedy/temperature/top-k/top-p with one seeded generator per completion; reported logprobs
   are the raw model distribution's.
-- `detokenize.py`: incremental detokenization and stop strings. `weights.py`: updates and sleep offload.
+- `detokenize.py`: incremental detokenization and stop strings.
 """
 
 from roll.engine.torch_engine.config import TorchEngineConfig
