@@ -167,7 +167,7 @@ def paired_line(before: dict[str, Any], after: dict[str, Any]) -> str | None:
     line = (
         f"{after['label']} vs {before['label']}, seed by seed: won {gained} that it had lost, lost {lost} "
         f"that it had won (both won {len(won_before & won_after)}); "
-        f"sign test p = {sign_test_p(gained, lost):.3f}"
+        f"sign test p = {sign_test_p(gained, lost):.3g}"
     )
     if diff := paired_reward_diff(before.get("seed_rewards", {}), after.get("seed_rewards", {})):
         line += f"; reward {diff[0]:+.3f} per seed (paired standard error {diff[1]:.3f})"

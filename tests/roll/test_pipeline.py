@@ -214,8 +214,13 @@ def test_summary_compares_evaluations_seed_by_seed() -> None:
     after = {"label": "after RL", "episodes": 4, "won_seeds": [1, 2, 3]}
     line = paired_line(before, after)
     assert line is not None and "won 2 that it had lost, lost 1 that it had won (both won 1)" in line
-    assert "p = 1.000" in line
+    assert line.endswith("sign test p = 1")
     assert paired_line({"label": "old", "episodes": 4}, after) is None
+    # A strong gain keeps its significant digits instead of rounding to "p = 0.000": 2 / 2**20.
+    strong = paired_line(
+        {**before, "episodes": 20, "won_seeds": []}, {**after, "episodes": 20, "won_seeds": list(range(20))}
+    )
+    assert strong is not None and "sign test p = 1.91e-06" in strong
     before["seed_rewards"] = {"0": 1.0, "1": 1.0, "2": 0.5}
     after["seed_rewards"] = {"0": 0.5, "1": 1.0, "2": 1.0, "3": 1.0}  # seed 3 only once: left out
     line = paired_line(before, after)
