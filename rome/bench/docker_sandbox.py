@@ -125,21 +125,14 @@ class DockerProvider:
         network unless the operator consented to the full one and the task asks for it."""
         from rock.images.ensure import ensure_local
         from rock.images.errors import ImageError
-        from rome.terminal_tasks.task import BUILD_MEMORY_MB, TaskImageError, image_repository
+        from rome.terminal_tasks.task import TaskImageError, image_build
 
         network = "bridge" if self.allow_internet and task.network.most == "full" else "none"
         try:
             if task.build_context is None or task.dockerfile is None:
                 request = ImageRequest(image=task.image or "")
             else:
-                request = ImageRequest(
-                    build_context=str(task.build_context.resolve()),
-                    dockerfile=task.dockerfile.name,
-                    repository=image_repository(task),
-                    network=network,
-                    cpus=task.cpus,
-                    memory=f"{max(task.memory_mb, BUILD_MEMORY_MB)}m",
-                )
+                request = ImageRequest(**image_build(task, network))
             return ensure_local(request, self._client)
         except (ImageError, ValueError) as exc:
             raise TaskImageError(f"{task.id}: image build failed: {exc}") from exc

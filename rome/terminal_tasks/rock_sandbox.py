@@ -19,7 +19,7 @@ from rock.sdk.errors import RemoteFileNotFound
 from rome.terminal_tasks.grading_guard import Baseline, take_baseline
 from rome.terminal_tasks.network import allowlist_cidrs, grant
 from rome.terminal_tasks.sandbox import BACKSTOP_SEC, CommandResult, SandboxError, cap_output
-from rome.terminal_tasks.task import BUILD_MEMORY_MB, Task, TaskImageError, image_repository
+from rome.terminal_tasks.task import Task, TaskImageError, image_build
 
 BuildNetwork = Literal["none", "packages", "bridge"]
 
@@ -49,14 +49,7 @@ def ensure_image(task: Task, admin_url: str | None, network: BuildNetwork | None
         try:
             if task.build_context is None or task.dockerfile is None:
                 return images.ensure(image=task.image or "")
-            return images.ensure(
-                build_context=str(task.build_context.resolve()),
-                dockerfile=task.dockerfile.name,
-                repository=image_repository(task),
-                network=network,
-                cpus=task.cpus,
-                memory=f"{max(task.memory_mb, BUILD_MEMORY_MB)}m",
-            )
+            return images.ensure(**image_build(task, network))
         except (RockError, ValueError) as exc:
             raise TaskImageError(f"{task.id}: the fleet did not make its image: {exc}") from exc
 

@@ -131,6 +131,21 @@ def image_repository(task: Task) -> str:
     return f"rome-bench/{name or 'task'}"
 
 
+def image_build(task: Task, network: str) -> dict[str, Any]:
+    """How the task's environment folder is built (the build fields of ROCK's image request): its Dockerfile
+    under its repository name, with `network` for the RUN steps and the task's CPU and memory, but no less
+    memory than BUILD_MEMORY_MB. Only for a task that has a Dockerfile."""
+    assert task.build_context is not None and task.dockerfile is not None
+    return {
+        "build_context": str(task.build_context.resolve()),
+        "dockerfile": task.dockerfile.name,
+        "repository": image_repository(task),
+        "network": network,
+        "cpus": task.cpus,
+        "memory": f"{max(task.memory_mb, BUILD_MEMORY_MB)}m",
+    }
+
+
 class TaskLoadError(BaseModel):
     """Why one task directory could not be loaded: the file and the field at fault."""
 
