@@ -146,6 +146,12 @@ class EvalConfig(StrictConfig):
         default_factory=lambda: SamplingConfig(temperature=0.0),
         description="How evaluation episodes sample (greedy by default).",
     )
+    reuse: bool = Field(
+        True,
+        description="Reuse a stored greedy evaluation of the same fixed weights (the base or SFT model) with "
+        "the same settings, tasks and code instead of playing it again (<output root>/.evaluations; see "
+        "roll.pipeline.eval_reuse). false: every evaluation plays.",
+    )
 
 
 class WarmStartConfig(StrictConfig):

@@ -11,6 +11,7 @@ for step in steps:
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +22,14 @@ from roll.pipeline.cluster import Cluster, init_ray
 from roll.pipeline.config import TrainConfig
 from roll.pipeline.display import eval_line, print_summary, step_line
 from roll.pipeline.episodes import save_eval_episodes, save_train_sample
+from roll.pipeline.eval_reuse import STORE, EvaluationStore, evaluation_key
 from roll.pipeline.rewards import train_rewards
 from roll.pipeline.tracking import RunLog, episode_metrics
 from roll.progress import StepProgress, print_plain
+from roll.rollout.env_kind import EnvKind
 from roll.rollout.envs import env_kind
+from roll.rollout.episode import EpisodeTask
+from roll.types import Trajectory
 
 if TYPE_CHECKING:
     from roll.sft.config import SFTConfig
@@ -154,7 +159,15 @@ def evaluate(
     if not tasks:
         return
     started = time.perf_counter()
-    results = cluster.evaluate(tasks, config.eval.sampling)
+    key = reuse_key(config, kind, tasks, model)
+    store = EvaluationStore(config.run_dir.parent / STORE)
+    stored = store.load(key) if key is not None else None
+    if stored is not None:
+        results: list[Trajectory | None] = list(stored.results)
+    else:
+        results = cluster.evaluate(tasks, config.eval.sampling)
+        if key is not None:
+            store.save(key, config.run_dir.name, label, results)
     # The kind's main set gives the record's own fields; any other set (a terminal run's out-of-family
     # held-out tasks) is kept apart under its name.
     main, sets = kind.eval_sets(config.env, tasks, results, config.eval.episodes)
@@ -172,10 +185,22 @@ def evaluate(
         **outcomes,
         **apart,
         "time_s": time.perf_counter() - started,
+        **({"reused": f"{stored.run} ({stored.label})"} if stored is not None else {}),
     }
     log.log_eval(record)
     save_eval_episodes(config.run_dir, label, [t for t in results if t is not None], config.episodes)
     print_plain(console, eval_line(record))
+
+
+def reuse_key(config: TrainConfig, kind: EnvKind, tasks: list[EpisodeTask], model: str | None) -> str | None:
+    """The store key of an evaluation of fixed weights (`model`: the base or SFT model), when it may be
+    reused: greedy, eval.reuse on, and an env whose tasks content can identify."""
+    if model is None or not config.eval.reuse or config.eval.sampling.temperature != 0:
+        return None
+    sources = kind.eval_sources(config.env)
+    if sources is None:
+        return None
+    return evaluation_key(model, json.loads(config.model_dump_json()), tasks, sources)
 
 
 def warm_start(config: TrainConfig, console: Console) -> str:
@@ -209,8 +234,6 @@ def warm_start(config: TrainConfig, console: Console) -> str:
 def _sft_model_is_current(sft: SFTConfig, model_dir: Path) -> bool:
     """An exported SFT model is reused only if it was trained with this very SFT config (its run's
     config.json), so editing the SFT config or its data path retrains instead of silently reusing."""
-    import json
-
     recorded = model_dir.parent / "config.json"
     if not (model_dir / "config.json").is_file() or not recorded.is_file():
         return False

@@ -51,10 +51,10 @@ def eval_line(record: dict[str, Any]) -> str:
         apart = (
             f" · out of family {_success(other)}" if other.get("episodes") else " · out of family: none ran"
         )
+    cost = f"reused from {record['reused']}" if record.get("reused") else f"{record['time_s']:.0f}s"
     return (
         f"eval {record['label']} (step {record['step']}): success {record['success']:.0%} ({won}/{played}) · "
-        f"reward {record['reward']:+.3f} · {record['turns']:.1f} turns{failed}{apart} · "
-        f"{record['time_s']:.0f}s"
+        f"reward {record['reward']:+.3f} · {record['turns']:.1f} turns{failed}{apart} · {cost}"
     )
 
 

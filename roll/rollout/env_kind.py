@@ -156,6 +156,12 @@ class EnvKind(Protocol):
         """What an evaluation plays, for the summary's settings line."""
         ...
 
+    def eval_sources(self, env: Any) -> list[Path] | None:
+        """Besides the env config and ALE's code, the files and folders whose content decides what an
+        evaluation plays (task folders); None when content cannot tell (an env served from elsewhere), so a
+        greedy evaluation of the same weights is never reused (roll.pipeline.eval_reuse)."""
+        ...
+
     def summary_tables(self, env: Any, evals: list[dict[str, Any]]) -> list[Table]:
         """Tables of the kind after the summary table (the evaluations that played episodes)."""
         ...

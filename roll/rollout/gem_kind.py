@@ -8,6 +8,7 @@ nothing between workers, so its driver side holds nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roll.rollout.config import GEMEnvConfig
@@ -97,6 +98,10 @@ class GEMKind:
     def eval_description(self, env: GEMEnvConfig, episodes: int, seed_offset: int) -> str:
         seeds = f"env seeds {seed_offset}..{seed_offset + episodes - 1}"
         return f"{env.env_id}, {seeds} (fixed, apart from training seeds)"
+
+    def eval_sources(self, env: GEMEnvConfig) -> list[Path] | None:
+        """A local GEM env is its config and code; one a ROCK fleet serves runs code this run cannot see."""
+        return None if env.rock_url else []
 
     def summary_tables(self, env: GEMEnvConfig, evals: list[dict[str, Any]]) -> list[Table]:
         return []

@@ -90,14 +90,28 @@ def test_short_synchronous_run_after_an_sft_warm_start(ray_session: None, tmp_pa
             f"output_dir={sft_dir}",
         ],
     }
-    config = tiny_config(tmp_path / "run", async_ratio=0, rollout={"num_workers": 1}, warm_start=warm_start)
+    greedy = {"episodes": 2, "sampling": {"max_new_tokens": 6, "temperature": 0.0}}
+    config = tiny_config(
+        tmp_path / "run", async_ratio=0, rollout={"num_workers": 1}, warm_start=warm_start, eval=greedy
+    )
     train(validate_config(TrainConfig, config))
     records = check_run(tmp_path / "run", steps=2, async_ratio=0, first_evals=("base", "after SFT"))
     assert all(s["staleness_max"] == 0 and s["engines_slept"] == 0 for s in records)
     # the base model was evaluated first, then RL started from the SFT run's export
-    models = [e.get("model") for e in read_jsonl(tmp_path / "run" / "eval.jsonl")]
-    assert models == ["builtin:tiny-qwen3-moe", str(sft_dir / "model"), None]
+    first = read_jsonl(tmp_path / "run" / "eval.jsonl")
+    assert [e.get("model") for e in first] == ["builtin:tiny-qwen3-moe", str(sft_dir / "model"), None]
     assert json.loads((sft_dir / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 1
+    assert not any("reused" in e for e in first)
+
+    # A second run beside it (the next seed of a table: same weights, settings, tasks and code) takes the
+    # stored greedy evaluations of the base and SFT models; the one after its own RL steps plays.
+    train(validate_config(TrainConfig, {**config, "output_dir": str(tmp_path / "again")}))
+    check_run(tmp_path / "again", steps=2, async_ratio=0, first_evals=("base", "after SFT"))
+    again = read_jsonl(tmp_path / "again" / "eval.jsonl")
+    assert [e.get("reused") for e in again] == ["run (base)", "run (after SFT)", None]
+    for before, now in zip(first[:2], again[:2], strict=True):
+        assert (now["won_seeds"], now["seed_rewards"]) == (before["won_seeds"], before["seed_rewards"])
+    assert len(list((tmp_path / "again" / "episodes" / "eval" / "base").glob("*.json"))) == 2
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ task, summarised by start point with each task's crucial fork.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roll.rollout.env_kind import EnvManager, EnvRun, EvalSet, RunSettings, SettingsT
@@ -147,6 +148,13 @@ class TerminalKind:
             f"terminal tasks {', '.join(env.task_ids)}, {episodes} episode(s) at every start point k "
             "(k oracle steps prefilled)"
         )
+
+    def eval_sources(self, env: TerminalEnvConfig) -> list[Path] | None:
+        """The folders of the tasks an evaluation plays (instruction, environment, tests, solution), and
+        without held-out tasks the recorded experts whose steps it prefills."""
+        folders = [env.tasks_dir / task_id for task_id in env.held_out_task_ids or env.task_ids]
+        experts = [env.experts] if env.experts is not None and not env.held_out_task_ids else []
+        return [*folders, *experts]
 
     def summary_tables(self, env: TerminalEnvConfig, evals: list[dict[str, Any]]) -> list[Table]:
         """Without held-out tasks: success by task and start point, and each task's crucial fork."""
