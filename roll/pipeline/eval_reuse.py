@@ -43,6 +43,9 @@ FORMAT = 1  # bump when the stored file or what the key hashes changes
 SOURCE_PACKAGES = ("roll", "rock", "iflow", "rome")
 LIBRARIES = ("torch", "transformers", "gem-llm")
 SETTINGS = ("env", "eval", "engines", "rollout", "resources")
+# Seeds only sampling draws from; a greedy evaluation takes the argmax, so every seed plays it alike (and a
+# learning table's seeds, which differ in it, share their base model's evaluation).
+SAMPLING_SEEDS = (("engines", "engine", "seed"),)
 
 
 class StoredEvaluation(BaseModel):
@@ -95,10 +98,16 @@ def evaluation_key(
     """The key of a greedy evaluation of `model`'s weights (a builtin id or a model folder) playing `tasks`,
     whose content is in `sources` (the env kind's `eval_sources`)."""
     folder = resolve_model_path(model)
+    chosen = json.loads(json.dumps({name: settings[name] for name in SETTINGS}))
+    for *path, name in SAMPLING_SEEDS:
+        section = chosen
+        for part in path:
+            section = section.get(part) or {}
+        section.pop(name, None)
     parts = {
         "format": FORMAT,
         "weights": files_digest([folder], root=folder),
-        "settings": {name: settings[name] for name in SETTINGS},
+        "settings": chosen,
         "episodes": [dataclasses.asdict(task) for task in tasks],
         "tasks": files_digest(sources),
         "code": code_digest(),

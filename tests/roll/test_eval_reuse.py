@@ -64,7 +64,9 @@ def test_the_key_changes_with_weights_settings_episodes_and_task_content(tmp_pat
     task = write(tmp_path / "tasks" / "b" / "instruction.md", "print the mean").parent
     key = evaluation_key(str(model), settings(tmp_path), TASKS, [task])
     assert evaluation_key(str(model), settings(tmp_path), TASKS, [task]) == key
-    # What training does and where the run writes do not decide an evaluation's episodes.
+    # What training does, where the run writes and the engine's sampling seed (greedy: argmax) do not decide
+    # an evaluation's episodes.
+    assert evaluation_key(str(model), settings(tmp_path, "engines.engine.seed=3"), TASKS, [task]) == key
     assert (
         evaluation_key(str(model), settings(tmp_path / "other", "trainer.optimizer.lr=0.5"), TASKS, [task])
         == key
