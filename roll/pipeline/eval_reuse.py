@@ -20,6 +20,7 @@ after rebuilding them, delete the store folder or set `eval.reuse: false`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import importlib.metadata
@@ -43,9 +44,6 @@ FORMAT = 1  # bump when the stored file or what the key hashes changes
 SOURCE_PACKAGES = ("roll", "rock", "iflow", "rome")
 LIBRARIES = ("torch", "transformers", "gem-llm")
 SETTINGS = ("env", "eval", "engines", "rollout", "resources")
-# Seeds only sampling draws from; a greedy evaluation takes the argmax, so every seed plays it alike (and a
-# learning table's seeds, which differ in it, share their base model's evaluation).
-SAMPLING_SEEDS = (("engines", "engine", "seed"),)
 
 
 class StoredEvaluation(BaseModel):
@@ -98,12 +96,10 @@ def evaluation_key(
     """The key of a greedy evaluation of `model`'s weights (a builtin id or a model folder) playing `tasks`,
     whose content is in `sources` (the env kind's `eval_sources`)."""
     folder = resolve_model_path(model)
-    chosen = json.loads(json.dumps({name: settings[name] for name in SETTINGS}))
-    for *path, name in SAMPLING_SEEDS:
-        section = chosen
-        for part in path:
-            section = section.get(part) or {}
-        section.pop(name, None)
+    chosen = copy.deepcopy({name: settings[name] for name in SETTINGS})
+    # Only sampling draws from the engine's seed; a greedy evaluation takes the argmax, so every seed plays it
+    # alike (and a learning table's seeds, which differ in it, share their base model's evaluation).
+    chosen["engines"].get("engine", {}).pop("seed", None)
     parts = {
         "format": FORMAT,
         "weights": files_digest([folder], root=folder),
