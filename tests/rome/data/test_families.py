@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -46,17 +45,6 @@ def test_level_one_is_one_or_two_commands() -> None:
         for seed in range(20):
             instance = family.make(seed, {"level": 1})
             assert 1 <= len(instance.steps) <= 2, (family.name, seed)
-
-
-def test_csv_rollup_level_one_names_the_column_the_instruction_names() -> None:
-    """The oracle reads the column by the name the instruction gives, so a policy that copies it from the
-    instruction solves the task: no field number that only counting the header's fields would give."""
-    for seed in range(40):
-        instance = FAMILIES["csv-rollup"].make(seed, {"level": 1})
-        named = re.findall(r"`([a-z]+)`", instance.instruction)
-        (command,) = [step.command for step in instance.steps]
-        assert f"r['{named[0]}']" in command, (instance.instruction, command)
-        assert "$" not in command and "awk" not in command, command
 
 
 def test_generation_is_deterministic_in_the_seed(tmp_path: Path) -> None:
