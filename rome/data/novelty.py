@@ -57,10 +57,13 @@ def new_instances(
     seen: SeenTasks,
     max_seeds: int,
     what: str,
+    kind: str = "held-out",
+    knob: str = "eval_per_family",
 ) -> list[Instance]:
     """`count` instances from seeds `first_seed, first_seed + 1, ...`, each repeating no instruction or oracle
     in `seen` nor one chosen before it (chosen ones are added to `seen`). A seed that repeats is skipped;
-    after `max_seeds` seeds without enough, it stops with a message naming `what` and what to change."""
+    after `max_seeds` seeds without enough, it stops with a message naming `what`, the `kind` of instance
+    asked for and the `knob` that asks for them."""
     chosen: list[Instance] = []
     for seed in range(first_seed, first_seed + max_seeds):
         instance = make(seed)
@@ -71,9 +74,9 @@ def new_instances(
         if len(chosen) == count:
             return chosen
     raise NotEnoughNewInstances(
-        f"{what}: seeds {first_seed}..{first_seed + max_seeds - 1} give only {len(chosen)} held-out "
-        f"instances that repeat no train instruction or oracle and no other held-out one, {count} asked; "
-        "lower eval_per_family or train_per_family, or pick a level or family with more distinct "
+        f"{what}: seeds {first_seed}..{first_seed + max_seeds - 1} give only {len(chosen)} {kind} "
+        f"instances that repeat no train instruction or oracle and no other {kind} one, {count} asked; "
+        f"lower {knob} or train_per_family, or pick a level or family with more distinct "
         "instructions (`rome data families` lists them)"
     )
 

@@ -33,10 +33,12 @@ RECIPE_FORMAT = "rome-data-recipe/2"
 PREPARED = "prepared.json"
 # Recipe fields added after RECIPE_FORMAT 2, with the value format 2 fixed for them: they join the key only
 # when set to something else, so an unchanged recipe keeps its cached folder.
-ADDED_SINCE_FORMAT = {"max_turns": 30}
+ADDED_SINCE_FORMAT = {"max_turns": 30, "rl_per_family": 0}
 
 
-Side = Literal["train", "eval", "out-of-family"]
+# train: SFT imitates them (and RL plays them unless env.data.rl_per_family asks for instances of its own);
+# rl: only RL plays them; eval and out-of-family: the held-out sets.
+Side = Literal["train", "rl", "eval", "out-of-family"]
 
 
 def _family(name: str, knobs: dict[str, str | int | float | bool], key: str) -> Family:
@@ -51,10 +53,11 @@ def _family(name: str, knobs: dict[str, str | int | float | bool], key: str) -> 
 def planned_instances(data: TerminalDataConfig) -> dict[str, tuple[Side, str]]:
     """Task id -> (side, content digest) of every instance the stage makes, in the order training and
     evaluation play them: train instances seed by seed, family by family (group g plays task g mod N, so a
-    run of a few steps meets every family from its first steps), then the held-out ones likewise.
+    run of a few steps meets every family from its first steps), then the RL-only ones and the held-out ones
+    likewise.
 
-    Held-out means new: a held-out candidate whose instruction or oracle commands repeat a train instance's
-    or an earlier held-out one's is skipped for the next seed."""
+    RL-only and held-out mean new: a candidate whose instruction or oracle commands repeat a train
+    instance's, or one chosen before it, is skipped for the next seed."""
     trained = {name: _family(name, knobs, "families") for name, knobs in data.families.items()}
     apart = {name: _family(name, knobs, "out_of_family") for name, knobs in data.out_of_family.items()}
     train: dict[str, Instance] = {}
@@ -65,25 +68,31 @@ def planned_instances(data: TerminalDataConfig) -> dict[str, tuple[Side, str]]:
     seen = SeenTasks()
     for instance in train.values():
         seen.add(instance)
-    held_out: dict[Side, list[Instance]] = {"eval": [], "out-of-family": []}
-    for side, families, knobs_of, key in (
-        ("eval", trained, data.families, "families"),
-        ("out-of-family", apart, data.out_of_family, "out_of_family"),
+    new: dict[Side, list[Instance]] = {"rl": [], "eval": [], "out-of-family": []}
+    rl = (data.train_seed + data.train_per_family, data.rl_per_family, data.rl_seed_span)
+    held_out = (data.eval_seed, data.eval_per_family, data.held_out_seed_span)
+    for side, families, knobs_of, key, (first, count, span) in (
+        ("rl", trained, data.families, "families", rl),
+        ("eval", trained, data.families, "families", held_out),
+        ("out-of-family", apart, data.out_of_family, "out_of_family", held_out),
     ):
+        if not count:
+            continue
         for name, family in families.items():
             try:
-                held_out[side] += new_instances(
+                new[side] += new_instances(
                     lambda seed, f=family, k=knobs_of[name]: f.make(seed, dict(k)),  # type: ignore[misc]
-                    data.eval_seed,
-                    data.eval_per_family,
+                    first,
+                    count,
                     seen,
-                    data.held_out_seed_span,
+                    span,
                     f"env.data.{key}.{name}",
+                    *(("RL-only", "rl_per_family") if side == "rl" else ()),
                 )
             except NotEnoughNewInstances as error:
                 raise DataStageError(str(error)) from error
     planned: dict[str, tuple[Side, str]] = {}
-    for side, instances in (("train", list(train.values())), *held_out.items()):
+    for side, instances in (("train", list(train.values())), *new.items()):
         for instance in sorted(instances, key=lambda i: (i.seed, i.family)):
             planned[instance.task_id] = (side, digest(render(instance)))  # type: ignore[assignment]
     return planned
@@ -137,13 +146,15 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
     _generate(data, tasks, planned)
     with _sandboxes(env) as provider:
         sides = _validate(data, tasks, provider, planned, say)
-        train_ids, eval_ids = sides["train"], sides["eval"]
-        if not train_ids:
-            raise DataStageError(
-                f"no train instance of env.data is valid (see {tasks / 'validation.json'}); fix the "
-                "families' knobs or pick other families"
-            )
-        collected = _collect(env, tasks, folder, provider, set(train_ids), say)
+        sft_ids, eval_ids = sides["train"], sides["eval"]
+        rl_ids = sides["rl"] if data.rl_per_family else sft_ids
+        for ids, what in ((sft_ids, "train"), (rl_ids, "RL-only")):
+            if not ids:
+                raise DataStageError(
+                    f"no {what} instance of env.data is valid (see {tasks / 'validation.json'}); fix the "
+                    "families' knobs or pick other families"
+                )
+        collected = _collect(env, tasks, folder, provider, set(sft_ids), say)
         kept = _filter(data, collected, folder, provider, say)
     sft = _export(data, kept, folder, say)
     _keep_as_atif(kept, folder, say)
@@ -151,15 +162,16 @@ def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTermi
     prepared = PreparedTerminalData(
         folder=folder,
         tasks_dir=tasks,
-        train_ids=train_ids,
+        train_ids=rl_ids,
         eval_ids=eval_ids,
         out_of_family_ids=sides["out-of-family"],
         sft_path=sft,
         experts=kept,
         summary=[
-            f"data: {len(train_ids)} train, {len(eval_ids)} held-out and {len(sides['out-of-family'])} "
-            f"out-of-family instances, SFT data {sft}; "
-            f"funnel in {report}"
+            f"data: {len(sft_ids)} train"
+            + (f" (SFT; {len(rl_ids)} more that only RL plays)" if data.rl_per_family else "")
+            + f", {len(eval_ids)} held-out and {len(sides['out-of-family'])} out-of-family instances, "
+            f"SFT data {sft}; funnel in {report}"
         ],
     )
     (folder / PREPARED).write_text(prepared.model_dump_json(indent=2) + "\n")
@@ -218,7 +230,7 @@ def _validate(
     valid = set(validation.valid)
     for task_id, reasons in sorted(validation.invalid.items()):
         say(f"data: {task_id} is invalid and left out: {'; '.join(reasons)}")
-    sides: dict[Side, list[str]] = {"train": [], "eval": [], "out-of-family": []}
+    sides: dict[Side, list[str]] = {"train": [], "rl": [], "eval": [], "out-of-family": []}
     for task_id, (side, _) in planned.items():
         if task_id in valid:
             sides[side].append(task_id)

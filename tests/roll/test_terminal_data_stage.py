@@ -43,6 +43,17 @@ def test_held_out_seeds_may_not_overlap_the_train_seeds() -> None:
             families={"numeric": {}}, train_seed=100, train_per_family=10, eval_per_family=2, eval_seed=10
         )
     TerminalDataConfig(families={"numeric": {}}, train_per_family=10, eval_per_family=2, eval_seed=10)
+    # RL-only candidates come after the train seeds, 50 seeds for each asked for.
+    with pytest.raises(
+        ValidationError,
+        match=r"train and RL-only candidates' seeds 0\.\.59 and the held-out candidates' seeds 50\.\.149",
+    ):
+        TerminalDataConfig(
+            families={"numeric": {}}, train_per_family=10, rl_per_family=1, eval_per_family=2, eval_seed=50
+        )
+    TerminalDataConfig(
+        families={"numeric": {}}, train_per_family=10, rl_per_family=1, eval_per_family=2, eval_seed=60
+    )
 
 
 def run_config(tmp_path: Path) -> TrainConfig:

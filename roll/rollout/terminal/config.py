@@ -150,6 +150,13 @@ class TerminalDataConfig(StrictConfig):
         "{file-ops: {level: 1}}.",
     )
     train_per_family: int = Field(8, ge=1, description="Train instances per family (seeds from train_seed).")
+    rl_per_family: int = Field(
+        0,
+        ge=0,
+        description="Instances per family that only RL plays, from the seeds after the train ones, each "
+        "repeating no train instruction or oracle: the SFT data never shows them, so RL's groups meet "
+        "instances as new to the policy as the held-out ones. 0: RL plays the train instances SFT imitated.",
+    )
     eval_per_family: int = Field(
         16, ge=1, description="Held-out instances per family (seeds from eval_seed), never trained on."
     )
@@ -181,6 +188,12 @@ class TerminalDataConfig(StrictConfig):
         return CollectSettings(agent="oracle-teacher", prompt_profile=prompt_profile, **shared)
 
     @property
+    def rl_seed_span(self) -> int:
+        """Seeds after the train ones that the RL-only instances may come from: like held-out candidates,
+        those that repeat a train instance are skipped."""
+        return self.rl_per_family * HELD_OUT_SEEDS_PER_INSTANCE
+
+    @property
     def held_out_seed_span(self) -> int:
         """Seeds from eval_seed that the held-out instances may come from: candidates that repeat a train
         instance are skipped, so it reaches past eval_per_family."""
@@ -197,13 +210,14 @@ class TerminalDataConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _eval_seeds_never_trained(self) -> TerminalDataConfig:
-        train = range(self.train_seed, self.train_seed + self.train_per_family)
+        train = range(self.train_seed, self.train_seed + self.train_per_family + self.rl_seed_span)
         held_out = range(self.eval_seed, self.eval_seed + self.held_out_seed_span)
         if train.start < held_out.stop and held_out.start < train.stop:
+            what = "train seeds" if not self.rl_per_family else "train and RL-only candidates' seeds"
             raise ValueError(
-                f"env.data: train seeds {train.start}..{train.stop - 1} and the held-out candidates' seeds "
+                f"env.data: {what} {train.start}..{train.stop - 1} and the held-out candidates' seeds "
                 f"{held_out.start}..{held_out.stop - 1} ({HELD_OUT_SEEDS_PER_INSTANCE} per held-out "
-                "instance) overlap; move eval_seed past the train seeds"
+                "or RL-only instance) overlap; move eval_seed past the train seeds"
             )
         return self
 

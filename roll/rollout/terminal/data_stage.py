@@ -33,12 +33,16 @@ STOP_RETRY_S = 5.0
 
 
 class PreparedTerminalData(StrictConfig):
-    """What the data stage made: the run trains on `train_ids`, evaluates on `eval_ids` (both valid instances
-    under `tasks_dir`) and warm-starts with SFT on `sft_path`."""
+    """What the data stage made: RL trains on `train_ids`, the run evaluates on `eval_ids` (both valid
+    instances under `tasks_dir`) and warm-starts with SFT on `sft_path`."""
 
     folder: Path = Field(description="The content-addressed dataset folder (funnel report inside).")
     tasks_dir: Path
-    train_ids: list[str] = Field(min_length=1)
+    train_ids: list[str] = Field(
+        min_length=1,
+        description="The tasks RL plays: the instances SFT imitated, or with env.data.rl_per_family the "
+        "RL-only ones.",
+    )
     eval_ids: list[str] = Field(
         description="In-family held-out instances: new instances of the trained families."
     )

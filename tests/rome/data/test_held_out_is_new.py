@@ -90,11 +90,13 @@ def test_no_shipped_config_evaluates_on_a_prompt_or_oracle_it_trained_on(config_
                 out.append(get_family(name).make(int(seed), dict(knobs[name])))
         return out
 
-    train, held_out, apart = made("train"), made("eval"), made("out-of-family")
+    train, rl, held_out, apart = made("train"), made("rl"), made("eval"), made("out-of-family")
     assert len(train) == data.train_per_family * len(data.families)
+    assert len(rl) == data.rl_per_family * len(data.families)
     assert len(held_out) == data.eval_per_family * len(data.families)
     assert len(apart) == data.eval_per_family * len(data.out_of_family)
-    assert overlap(train, held_out + apart) == []
+    assert overlap(train, rl) == []
+    assert overlap(train + rl, held_out + apart) == []
     assert not {i.family for i in apart} & {i.family for i in train}
 
 
@@ -135,6 +137,29 @@ def test_a_family_that_cannot_give_enough_new_instances_stops_the_stage_with_wha
         "three-prompts-1": "train",
         "three-prompts-100001": "eval",
     }
+
+
+def test_rl_only_instances_are_new_to_sft_and_the_held_out_ones_new_to_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(FAMILIES, ThreePrompts.name, ThreePrompts())
+    # SFT takes a (seed 0), RL b (seed 1); held-out seed 100000 is b again, so 100001 (c) is taken.
+    data = TerminalDataConfig(
+        families={"three-prompts": {}}, train_per_family=1, rl_per_family=1, eval_per_family=1
+    )
+    assert {t: side for t, (side, _) in planned_instances(data).items()} == {
+        "three-prompts-0": "train",
+        "three-prompts-1": "rl",
+        "three-prompts-100001": "eval",
+    }
+    # SFT takes a and b; of seeds 2..101 only c is new, and RL asked for two.
+    short = TerminalDataConfig(families={"three-prompts": {}}, train_per_family=2, rl_per_family=2)
+    with pytest.raises(
+        DataStageError,
+        match=r"env\.data\.families\.three-prompts: seeds 2\.\.101 give only 1 RL-only instances .* "
+        r"lower rl_per_family",
+    ):
+        planned_instances(short)
 
 
 def test_every_family_lists_its_distinct_instructions() -> None:

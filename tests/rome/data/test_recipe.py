@@ -35,6 +35,20 @@ def test_the_plan_puts_each_seed_range_on_its_side() -> None:
     }
 
 
+def test_rl_only_instances_take_the_seeds_after_the_train_ones() -> None:
+    planned = recipe.planned_instances(env(train_seed=3, eval_seed=500, rl_per_family=1).data)  # type: ignore[arg-type]
+    assert [(task_id, side) for task_id, (side, _) in planned.items()] == [
+        ("file-ops-3", "train"),
+        ("numeric-3", "train"),
+        ("file-ops-4", "train"),
+        ("numeric-4", "train"),
+        ("file-ops-5", "rl"),
+        ("numeric-5", "rl"),
+        ("file-ops-500", "eval"),
+        ("numeric-500", "eval"),
+    ]
+
+
 def test_the_cache_key_follows_what_changes_the_data_and_nothing_else() -> None:
     def key(config: TerminalEnvConfig) -> str:
         assert config.data is not None
@@ -44,6 +58,7 @@ def test_the_cache_key_follows_what_changes_the_data_and_nothing_else() -> None:
     assert key(env()) == base
     assert key(env(concurrency=1)) == base  # how fast, not what
     assert key(env(mistake_rate=0.5)) != base
+    assert key(env(rl_per_family=1)) != base
     assert key(env(families={"file-ops": {"level": 2}, "numeric": {"level": 1}})) != base
     compact = env()
     full = compact.model_copy(update={"agent": compact.agent.model_copy(update={"prompt_profile": "full"})})
@@ -108,6 +123,23 @@ def test_a_small_stage_runs_every_step_then_is_reused(
     again: list[str] = []
     assert recipe.prepare(config, again.append) == prepared
     assert again == [f"data: reusing {prepared.folder} (same families, seeds, generators and profile)"]
+
+
+@pytest.mark.docker
+def test_rl_plays_the_rl_only_instances_and_sft_imitates_the_train_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALE_HOME", str(tmp_path))
+    config = env(
+        families={"file-ops": {"level": 1}}, train_per_family=1, rl_per_family=1, attempts=1, concurrency=3
+    )
+    prepared = recipe.prepare(config, lambda _line: None)
+    assert (prepared.train_ids, prepared.eval_ids) == (["file-ops-1"], ["file-ops-100000"])
+    assert prepared.experts is not None
+    kept = [json.loads(line) for line in prepared.experts.read_text().splitlines()]
+    assert [record["task_id"] for record in kept] == ["file-ops-0"]
+    assert len(prepared.sft_path.read_text().splitlines()) == 1
+    assert prepared.summary[0].startswith("data: 1 train (SFT; 1 more that only RL plays), 1 held-out")
 
 
 @pytest.mark.docker
