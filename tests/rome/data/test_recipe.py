@@ -165,5 +165,5 @@ def test_what_this_machine_could_not_judge_is_no_verdict_and_a_rerun_retries_it(
     assert verdicts["file-ops-100000"]["valid"] is True
     dockerfile.write_text(good)
     sides = recipe._validate(config.data, tasks, rock_provider, planned, said.append)
-    assert sides == {"train": ["file-ops-0"], "eval": ["file-ops-100000"], "out-of-family": []}
+    assert sides == {"train": ["file-ops-0"], "rl": [], "eval": ["file-ops-100000"], "out-of-family": []}
     assert said[-1].startswith("data: validated 1 instances")
