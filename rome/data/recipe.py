@@ -24,6 +24,7 @@ from typing import Literal
 from rock.runtime.home import ale_home
 from roll.rollout.terminal.config import TerminalDataConfig, TerminalEnvConfig
 from roll.rollout.terminal.data_stage import DataStageError, PreparedTerminalData
+from rome.data.balance import NotEnoughOperations, balanced_instances
 from rome.data.families import Family, Instance, KnobError, UnknownFamily, get_family
 from rome.data.layout import digest, render
 from rome.data.novelty import NotEnoughNewInstances, SeenTasks, new_instances
@@ -33,7 +34,7 @@ RECIPE_FORMAT = "rome-data-recipe/2"
 PREPARED = "prepared.json"
 # Recipe fields added after RECIPE_FORMAT 2, with the value format 2 fixed for them: they join the key only
 # when set to something else, so an unchanged recipe keeps its cached folder.
-ADDED_SINCE_FORMAT = {"max_turns": 30, "rl_per_family": 0}
+ADDED_SINCE_FORMAT = {"max_turns": 30, "rl_per_family": 0, "balance_train": False}
 
 
 # train: SFT imitates them (and RL plays them unless env.data.rl_per_family asks for instances of its own);
@@ -62,14 +63,13 @@ def planned_instances(data: TerminalDataConfig) -> dict[str, tuple[Side, str]]:
     apart = {name: _family(name, knobs, "out_of_family") for name, knobs in data.out_of_family.items()}
     train: dict[str, Instance] = {}
     for name, family in trained.items():
-        for seed in range(data.train_seed, data.train_seed + data.train_per_family):
-            instance = family.make(seed, dict(data.families[name]))
+        for instance in _train_instances(data, name, family):
             train[instance.task_id] = instance
     seen = SeenTasks()
     for instance in train.values():
         seen.add(instance)
     new: dict[Side, list[Instance]] = {"rl": [], "eval": [], "out-of-family": []}
-    rl = (data.train_seed + data.train_per_family, data.rl_per_family, data.rl_seed_span)
+    rl = (data.train_seed + data.train_seed_span, data.rl_per_family, data.rl_seed_span)
     held_out = (data.eval_seed, data.eval_per_family, data.held_out_seed_span)
     for side, families, knobs_of, key, (first, count, span) in (
         ("rl", trained, data.families, "families", rl),
@@ -96,6 +96,27 @@ def planned_instances(data: TerminalDataConfig) -> dict[str, tuple[Side, str]]:
         for instance in sorted(instances, key=lambda i: (i.seed, i.family)):
             planned[instance.task_id] = (side, digest(render(instance)))  # type: ignore[assignment]
     return planned
+
+
+def _train_instances(data: TerminalDataConfig, name: str, family: Family) -> list[Instance]:
+    """The family's train instances: the train_per_family seeds from train_seed, or with balance_train as
+    many spread evenly over the family's operations."""
+    knobs = data.families[name]
+    if not data.balance_train:
+        return [
+            family.make(seed, dict(knobs))
+            for seed in range(data.train_seed, data.train_seed + data.train_per_family)
+        ]
+    try:
+        return balanced_instances(
+            lambda seed: family.make(seed, dict(knobs)),
+            data.train_seed,
+            data.train_per_family,
+            data.train_seed_span,
+            f"env.data.families.{name}",
+        )
+    except NotEnoughOperations as error:
+        raise DataStageError(str(error)) from error
 
 
 def _key(identity: object) -> str:

@@ -54,6 +54,15 @@ def test_held_out_seeds_may_not_overlap_the_train_seeds() -> None:
     TerminalDataConfig(
         families={"numeric": {}}, train_per_family=10, rl_per_family=1, eval_per_family=2, eval_seed=60
     )
+    # A balanced train set may take any of 16 seeds per train instance.
+    with pytest.raises(ValidationError, match=r"train seeds 0\.\.159 and the held-out candidates' seeds 100"):
+        TerminalDataConfig(
+            families={"numeric": {}},
+            train_per_family=10,
+            balance_train=True,
+            eval_per_family=2,
+            eval_seed=100,
+        )
 
 
 def run_config(tmp_path: Path) -> TrainConfig:

@@ -96,6 +96,8 @@ class ResamplingConfig(StrictConfig):
 # Held-out candidates tried per held-out instance asked for, before the data stage says the family cannot give
 # enough new ones.
 HELD_OUT_SEEDS_PER_INSTANCE = 50
+# Seeds a balanced train set (env.data.balance_train) may try per train instance, for each operation's turn.
+TRAIN_SEEDS_PER_INSTANCE = 16
 
 
 class CollectSettings(StrictConfig):
@@ -167,6 +169,13 @@ class TerminalDataConfig(StrictConfig):
         "skills the trained families teach, in a combination they never ask for.",
     )
     train_seed: int = Field(0, ge=0, description="Seed of each family's first train instance.")
+    balance_train: bool = Field(
+        False,
+        description="Spread each family's train instances evenly over the operations its instances ask for "
+        "(numeric's statistic, file-ops' operation, ...): seeds from train_seed are taken in order, each "
+        "only when its operation's turn has come. False: the train_per_family seeds from train_seed, "
+        "whatever they ask.",
+    )
     eval_seed: int = Field(
         100_000,
         ge=0,
@@ -186,6 +195,11 @@ class TerminalDataConfig(StrictConfig):
         """The collect step's settings: every CollectSettings field this recipe also has, by name."""
         shared = self.model_dump(include=set(CollectSettings.model_fields))
         return CollectSettings(agent="oracle-teacher", prompt_profile=prompt_profile, **shared)
+
+    @property
+    def train_seed_span(self) -> int:
+        """Seeds from train_seed the train instances may come from (a balanced set skips seeds)."""
+        return self.train_per_family * (TRAIN_SEEDS_PER_INSTANCE if self.balance_train else 1)
 
     @property
     def rl_seed_span(self) -> int:
@@ -210,7 +224,7 @@ class TerminalDataConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _eval_seeds_never_trained(self) -> TerminalDataConfig:
-        train = range(self.train_seed, self.train_seed + self.train_per_family + self.rl_seed_span)
+        train = range(self.train_seed, self.train_seed + self.train_seed_span + self.rl_seed_span)
         held_out = range(self.eval_seed, self.eval_seed + self.held_out_seed_span)
         if train.start < held_out.stop and held_out.start < train.stop:
             what = "train seeds" if not self.rl_per_family else "train and RL-only candidates' seeds"

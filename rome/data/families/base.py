@@ -61,7 +61,9 @@ class FileSpec:
 @dataclass
 class Instance:
     """One generated task. `files` are image paths (under /app, or elsewhere for tools the family installs);
-    `check` is the body of the outcome check run by the tests, with `EXPECTED` bound to `expected`."""
+    `check` is the body of the outcome check run by the tests, with `EXPECTED` bound to `expected`;
+    `variant` names the operation the instruction asks for (numeric's statistic, file-ops' operation, ...),
+    so the data stage can spread a family's train instances over its operations (env.data.balance_train)."""
 
     family: str
     seed: int
@@ -75,6 +77,7 @@ class Instance:
     tags: list[str] = field(default_factory=list)
     mistakes: list[Mistake] = field(default_factory=list)
     final_message: str = "The task is done."
+    variant: str = ""
 
     @property
     def task_id(self) -> str:

@@ -154,6 +154,7 @@ class CsvRollup(Family):
             ],
             expected={"kind": "number", "output": out, "answer": round(answer, 4), "intact": [table.path]},
             tags=["csv", "awk"],
+            variant=kind,
             mistakes=[
                 Mistake(
                     1,

@@ -113,6 +113,7 @@ class FileOps(Family):
                 steps=[Step(f"chmod +x {path}", "make the script executable")],
                 expected={"kind": "exec", "path": path, "intact": [path]},
                 tags=["chmod"],
+                variant=kind,
                 mistakes=[Mistake(0, f"chmod +x {path.removesuffix('.sh')}", "make it executable")],
             )
         if kind == "mode":
@@ -123,6 +124,7 @@ class FileOps(Family):
                 steps=[Step(f"chmod {mode} {path}", f"set mode {mode}")],
                 expected={"kind": "policy", "modes": {path: mode}, "intact": [path]},
                 tags=["chmod", "permissions"],
+                variant=kind,
                 mistakes=[Mistake(0, f"chmod {mode} {path.removesuffix('.sh')}", f"set mode {mode}")],
             )
         folder = rng.choice(
@@ -137,6 +139,7 @@ class FileOps(Family):
                 steps=[Step(f"mkdir -p {folder} && mv {path} {folder}/", f"move it to {folder}")],
                 expected={"kind": "moved", "source": path, "target": target, "content": content},
                 tags=["mv"],
+                variant=kind,
                 mistakes=[Mistake(0, f"mv {path.removesuffix('.sh')} {folder}/", "move it")],
             )
         target = f"{folder}/{rng.choice(WORDS)}-{name}"
@@ -153,6 +156,7 @@ class FileOps(Family):
                 "intact": [path],
             },
             tags=["cp"],
+            variant=kind,
             mistakes=[Mistake(0, f"cp {path.removesuffix('.sh')} {target}", "copy it")],
         )
 

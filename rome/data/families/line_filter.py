@@ -99,6 +99,7 @@ class LineFilter(Family):
                 expected={"output": out, "answer": answer, "intact": [path]},
                 domain=self.domain,
                 tags=["grep", "head", "tail"],
+                variant=kind,
                 mistakes=[Mistake(0, f"grep {word} {path}.orig", "select the lines")],
             )
         selected = [r for path in sorted(chosen) for r in chosen[path] if word in r]

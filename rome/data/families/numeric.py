@@ -108,6 +108,7 @@ class Numeric(Family):
             steps=[Step(command.format(path=path, out=out, t=threshold), asked.format(t=threshold))],
             expected={"kind": kind, "output": out, "answer": [answer], "tolerance": 1e-4, "intact": [path]},
             tags=["awk", "statistics"],
+            variant=kind,
             mistakes=[
                 Mistake(
                     0,

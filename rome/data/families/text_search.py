@@ -94,6 +94,7 @@ class TextSearch(Family):
             expected={"kind": "count", "output": out, "answer": answer, "intact": [path]},
             domain=self.domain,
             tags=["wc", "grep"],
+            variant=kind,
             mistakes=[Mistake(0, f"wc -l {path.rsplit('.', 1)[0]}.bak", "count the lines")],
         )
 

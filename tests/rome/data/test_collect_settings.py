@@ -18,12 +18,15 @@ DATA = {"families": {"numeric": {"level": 1}}, "train_per_family": 2, "eval_per_
 
 
 def _format_2_key(env: TerminalEnvConfig) -> str:
-    """dataset_key as format 2 computed it, before max_turns and rl_per_family were recipe fields."""
+    """dataset_key as format 2 computed it, before max_turns, rl_per_family and balance_train were recipe
+    fields."""
     assert env.data is not None
     planned = recipe.planned_instances(env.data)
     identity = {
         "format": "rome-data-recipe/2",
-        "data": env.data.model_dump(mode="json", exclude={"concurrency", "max_turns", "rl_per_family"}),
+        "data": env.data.model_dump(
+            mode="json", exclude={"concurrency", "max_turns", "rl_per_family", "balance_train"}
+        ),
         "prompt_profile": env.agent.prompt_profile,
         "instances": [f"{task_id}:{side}:{d}" for task_id, (side, d) in planned.items()],
     }
@@ -41,6 +44,7 @@ def test_an_unchanged_recipe_keeps_its_cached_folder() -> None:
     assert _key(env) == _format_2_key(env)
     assert _key(TerminalEnvConfig(data={**DATA, "max_turns": 12})) != _key(env)
     assert _key(TerminalEnvConfig(data={**DATA, "rl_per_family": 1})) != _key(env)
+    assert _key(TerminalEnvConfig(data={**DATA, "balance_train": True})) != _key(env)
 
 
 def test_the_recipe_hands_its_collect_knobs_over_by_name() -> None:

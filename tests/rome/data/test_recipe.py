@@ -49,6 +49,25 @@ def test_rl_only_instances_take_the_seeds_after_the_train_ones() -> None:
     ]
 
 
+def test_a_balanced_train_set_takes_turns_over_each_familys_operations() -> None:
+    data = env(families={"numeric": {"level": 1}}, train_per_family=5, balance_train=True).data
+    assert data is not None
+    planned = recipe.planned_instances(data)
+    train = [task_id for task_id, (side, _) in planned.items() if side == "train"]
+    # Seeds 0..5 ask sum, mean, sum, sum, sum, max (the in-order set of the shipped recipe): the five
+    # statistics in name order (above, max, mean, min, sum) each take their first seed.
+    from rome.data.families import get_family
+
+    asked = [get_family("numeric").make(int(t.rsplit("-", 1)[1]), {"level": 1}).variant for t in train]
+    assert sorted(asked) == ["above", "max", "mean", "min", "sum"]
+    assert train == sorted(train, key=lambda t: int(t.rsplit("-", 1)[1]))
+    # RL-only candidates start past every seed a balanced train set may take (16 per train instance).
+    with_rl = env(families={"numeric": {"level": 1}}, train_per_family=1, rl_per_family=1, balance_train=True)
+    assert with_rl.data is not None
+    rl = [t for t, (side, _) in recipe.planned_instances(with_rl.data).items() if side == "rl"]
+    assert [int(t.rsplit("-", 1)[1]) >= 16 for t in rl] == [True]
+
+
 def test_the_cache_key_follows_what_changes_the_data_and_nothing_else() -> None:
     def key(config: TerminalEnvConfig) -> str:
         assert config.data is not None
@@ -59,6 +78,7 @@ def test_the_cache_key_follows_what_changes_the_data_and_nothing_else() -> None:
     assert key(env(concurrency=1)) == base  # how fast, not what
     assert key(env(mistake_rate=0.5)) != base
     assert key(env(rl_per_family=1)) != base
+    assert key(env(balance_train=True)) != base
     assert key(env(families={"file-ops": {"level": 2}, "numeric": {"level": 1}})) != base
     compact = env()
     full = compact.model_copy(update={"agent": compact.agent.model_copy(update={"prompt_profile": "full"})})
