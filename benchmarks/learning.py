@@ -15,12 +15,17 @@ seed. A run that failed or did not gain stays in the table. The last line is JSO
     python benchmarks/learning.py --config configs/ipa.yaml --table-only --markdown    # as in the README
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 --set steps=2      # a quick try
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 2 --keep docs/learning/main-job  # keep
+    python benchmarks/learning.py --config configs/ipa.yaml --table-only --by-operation  # what was learned
 
 `--keep DIR` copies each finished run's eval.jsonl and its ledger entry (wall time, load, the commit, the
 config's digest, the overrides and the digest of the settings they make) into DIR, small enough to commit,
 so a table can grow over several sittings and anyone can remake it with `--table-only --out DIR`; the
 table warns when its runs trained with different settings (the config and its SFT config with the
 overrides applied; a setting moved from an override into the config is the same recipe).
+
+`--by-operation` adds, for a terminal config, the in-family held-out instances solved after SFT and after RL
+over the runs by the operation each asks (`Instance.variant`: numeric's statistic, file-ops' operation, ...),
+beside how many train instances ask it.
 
 Baseline: the SFT model is each run's own baseline (RL vs SFT); with two configs, the second is the first's.
 A learning run needs the machine to itself: write the load average (printed per run) next to the figures.
@@ -29,6 +34,7 @@ A learning run needs the machine to itself: write the load average (printed per 
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import json
 import os
@@ -208,6 +214,47 @@ def cells(row: RunRow, runs: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+def by_operation(config: Path, overrides: list[str], runs: list[list[dict[str, Any]]]) -> str:
+    """A Markdown table: per family and operation, the train instances that ask it, the held-out ones, and
+    how many of those the runs solved after SFT and after RL (reward 1), summed over the runs."""
+    from roll.rollout.terminal.config import TerminalDataConfig
+    from rome.data.families import get_family
+    from rome.data.recipe import planned_instances
+
+    settings = yaml.safe_load(config.read_text()) or {}
+    for override in overrides:
+        apply_override(settings, override)
+    data = TerminalDataConfig.model_validate(settings["env"]["data"])
+
+    def operation(task_id: str) -> tuple[str, str]:
+        family, seed = task_id.rsplit("-", 1)
+        return family, get_family(family).make(int(seed), dict(data.families[family])).variant
+
+    counts: dict[tuple[str, str], list[int]] = collections.defaultdict(lambda: [0, 0, 0, 0])
+    for task_id, (side, _) in planned_instances(data).items():
+        if side == "train":
+            counts[operation(task_id)][0] += 1
+    for number, evals in enumerate(runs):
+        labelled = {record["label"]: record.get("seed_rewards", {}) for record in evals}
+        after_sft, after_rl = labelled.get("after SFT", {}), labelled.get("after RL", {})
+        for key, reward in after_sft.items():
+            row = counts[operation(key.split("@")[0])]
+            row[1] += number == 0
+            row[2] += reward >= 1.0
+            row[3] += after_rl.get(key, 0.0) >= 1.0
+    lines = [
+        f"| family | operation | train instances | held-out instances | solved after SFT ({len(runs)} runs) "
+        "| after RL |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (family, name), (train, held_out, sft, rl) in sorted(counts.items()):
+        runs_held_out = held_out * len(runs)
+        lines.append(
+            f"| {family} | {name} | {train} | {held_out} | {sft}/{runs_held_out} | {rl}/{runs_held_out} |"
+        )
+    return "\n".join(lines)
+
+
 def table(config: Path, rows: list[RunRow], runs: dict[str, dict[str, Any]]) -> Table:
     out = Table(title=f"{config}: held-out success by seed")
     for header in HEADERS:
@@ -234,6 +281,11 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="An override for every run (key=value).")
     parser.add_argument("--table-only", action="store_true", help="Read the runs already in --out.")
     parser.add_argument("--markdown", action="store_true", help="Print the tables as Markdown.")
+    parser.add_argument(
+        "--by-operation",
+        action="store_true",
+        help="Also print, per family and operation, the held-out instances solved after SFT and after RL.",
+    )
     parser.add_argument(
         "--keep", type=Path, help="Also copy each run's eval.jsonl and ledger entry here (small, to commit)."
     )
@@ -269,6 +321,8 @@ def main() -> None:
             print(markdown(rows, ledger))
         else:
             console.print(table(config, rows, ledger))
+        if args.by_operation:
+            print(by_operation(config, args.set, [evals[(config, seed)] for seed in args.seeds]))
         summary = verdict(rows)
         mean = "-" if summary.mean_points is None else f"{summary.mean_points:+.1f} points"
         console.print(

@@ -77,3 +77,25 @@ def test_entries_from_before_the_settings_digest_are_told_apart_by_config_and_ov
     }
     assert len(learning.recipes(["a", "b"], ledger)) == 1
     assert len(learning.recipes(["a", "c"], ledger)) == 2
+
+
+def test_the_operations_table_counts_each_operation_a_run_solved(tmp_path: Path) -> None:
+    learning = load_learning()
+    config = tmp_path / "ipa.yaml"
+    config.write_text("env:\n  data:\n    families: {numeric: {level: 1}}\n    eval_per_family: 1\n")
+    # numeric's seeds 0-7 ask sum, mean, sum, sum, sum, mean, max, sum; held-out seed 100000 asks the largest.
+    runs = [
+        [
+            {"label": "after SFT", "seed_rewards": {"numeric-100000@0": 0.0}},
+            {"label": "after RL", "seed_rewards": {"numeric-100000@0": 1.0}},
+        ],
+        [
+            {"label": "after SFT", "seed_rewards": {"numeric-100000@0": 1.0}},
+            {"label": "after RL", "seed_rewards": {"numeric-100000@0": 1.0}},
+        ],
+    ]
+    assert learning.by_operation(config, [], runs).splitlines()[2:] == [
+        "| numeric | max | 1 | 1 | 1/2 | 2/2 |",
+        "| numeric | mean | 2 | 0 | 0/0 | 0/0 |",
+        "| numeric | sum | 5 | 0 | 0/0 | 0/0 |",
+    ]
