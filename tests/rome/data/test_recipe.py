@@ -13,6 +13,7 @@ from roll.rollout.terminal.config import TerminalEnvConfig
 from roll.rollout.terminal.data_stage import DataStageError
 from roll.rollout.terminal.resampling.expert import recorded_experts
 from rome.data import recipe
+from rome.data.families import get_family
 from rome.terminal_tasks.sandbox import SandboxProvider
 
 DATA = {"families": {"file-ops": {"level": 1}, "numeric": {"level": 1}}, "train_per_family": 2}
@@ -54,10 +55,8 @@ def test_a_balanced_train_set_takes_turns_over_each_familys_operations() -> None
     assert data is not None
     planned = recipe.planned_instances(data)
     train = [task_id for task_id, (side, _) in planned.items() if side == "train"]
-    # Seeds 0..5 ask sum, mean, sum, sum, sum, max (the in-order set of the shipped recipe): the five
-    # statistics in name order (above, max, mean, min, sum) each take their first seed.
-    from rome.data.families import get_family
-
+    # Seeds 0..7 ask sum, mean, sum, sum, sum, mean, max, sum (the shipped recipe's train set): with five
+    # turns, the five statistics in name order (above, max, mean, min, sum) each take their first seed.
     asked = [get_family("numeric").make(int(t.rsplit("-", 1)[1]), {"level": 1}).variant for t in train]
     assert sorted(asked) == ["above", "max", "mean", "min", "sum"]
     assert train == sorted(train, key=lambda t: int(t.rsplit("-", 1)[1]))
