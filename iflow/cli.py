@@ -73,6 +73,18 @@ def run(
             "the shell as the only tool); overrides promptProfile."
         ),
     ] = None,
+    environment_date: Annotated[
+        str | None,
+        typer.Option(
+            help="The date the environment reminder states, instead of today's (for reproducible runs)."
+        ),
+    ] = None,
+    environment_os: Annotated[
+        str | None,
+        typer.Option(
+            help="The OS the environment reminder states, instead of the machine's (for reproducible runs)."
+        ),
+    ] = None,
     sandbox: Annotated[
         str | None,
         typer.Option(
@@ -114,6 +126,8 @@ def run(
         max_time_s=max_time,
         tool_format="text" if text_tools else "native",
         prompt_profile=profile,
+        environment_date=environment_date,
+        environment_os=environment_os,
         sandbox_image=sandbox,
         sandbox_workdir=sandbox_workdir,
     )

@@ -105,6 +105,20 @@ class EnvironmentSnapshot:
 
 
 @dataclass(frozen=True)
+class FixedEnvironment:
+    """A date and OS for the environment reminder that stay the same on every day and machine."""
+
+    date: str
+    os: str
+
+
+# What training runs, their teacher data and their evaluations tell the agent. With today's date and the
+# host's kernel, the same task's prompt changed from one day or machine to the next (so did SFT data collected
+# on another day, and a reused evaluation). Deployment (the CLI, rome-bench) states the real ones.
+TRAINING_ENVIRONMENT = FixedEnvironment(date="2026-12-06", os="Linux")
+
+
+@dataclass(frozen=True)
 class FileModification:
     """A file changed outside the agent's own tools since the agent last saw it (detected by the caller)."""
 

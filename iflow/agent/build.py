@@ -25,7 +25,7 @@ from iflow.sessions import Session
 from iflow.settings import Settings, load_settings, project_root
 from iflow.todos import TodoStore
 from iflow.tools import tools_for
-from iflow.types import PromptProfile
+from iflow.types import FixedEnvironment, PromptProfile
 
 if TYPE_CHECKING:
     from iflow.executors.rock import Sandbox
@@ -51,6 +51,8 @@ class AgentOptions:
     prompt_profile: PromptProfile | None = None
     sandbox_image: str | None = None  # set: tools run in a ROCK sandbox from this image
     sandbox_workdir: str = "/tmp/workspace"  # the working directory is copied into it
+    environment_date: str | None = None  # set: the environment reminder states it instead of today's date
+    environment_os: str | None = None  # set: the environment reminder states it instead of the executor's OS
 
 
 def llm_config(settings: Settings, options: AgentOptions) -> LLMConfig:
@@ -144,7 +146,13 @@ def build_parts(options: AgentOptions) -> AgentParts:
         }.items()
         if value is not None
     }
-    config = AgentConfig(approval_mode=mode, context=settings.context, **limits)
+    config = AgentConfig(
+        approval_mode=mode,
+        context=settings.context,
+        environment_date=options.environment_date,
+        environment_os=options.environment_os,
+        **limits,
+    )
     executor = make_executor(options)
     todos = TodoStore(str(project_root(options.cwd)) if options.sandbox_image is None else executor.workdir)
     return AgentParts(settings, options, llm, executor, todos, config)
@@ -212,9 +220,11 @@ def sandbox_agent(
     max_turns: int,
     prompt_profile: PromptProfile | None = None,
     tmp_prefix: str = "iflow-sandbox-",
+    environment: FixedEnvironment | None = None,
 ) -> Iterator[tuple[Agent, AgentParts]]:
     """A YOLO agent and its parts; the sandbox stays open when the agent closes (its owner deletes it).
-    `base_url`: the model's OpenAI base URL, or an endpoint in this process (no HTTP)."""
+    `base_url`: the model's OpenAI base URL, or an endpoint in this process (no HTTP). `environment`: the date
+    and OS its environment reminder states (default: today's and the sandbox's)."""
     endpoint = None if isinstance(base_url, str) else base_url
     cwd = Path(tempfile.mkdtemp(prefix=tmp_prefix))  # empty: no host memory or hooks leak into the agent
     try:
@@ -224,6 +234,8 @@ def sandbox_agent(
             model=model,
             approval_mode=ApprovalMode.YOLO,
             prompt_profile=prompt_profile,
+            environment_date=environment.date if environment else None,
+            environment_os=environment.os if environment else None,
         )
         settings = load_settings(cwd)
         # One call may take as long as the episode: a shorter read timeout would retry it while the
@@ -237,6 +249,8 @@ def sandbox_agent(
             context=settings.context,
             max_time_s=timeout_s,
             max_turns=max_turns,
+            environment_date=options.environment_date,
+            environment_os=options.environment_os,
         )
         parts = AgentParts(settings, options, llm, executor, TodoStore(executor.workdir), config)
         agent = build_agent(parts)

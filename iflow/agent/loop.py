@@ -77,7 +77,12 @@ class Agent:
         if not self.messages:
             self._append({"role": "system", "content": self.system_prompt})
             self._hook_event("SessionStart", {})
-            self._environment = snapshot_environment(self.runtime.executor, list(self.tools))
+            self._environment = snapshot_environment(
+                self.runtime.executor,
+                list(self.tools),
+                self.config.environment_date,
+                self.config.environment_os,
+            )
         self._hook_event("UserPromptSubmit", {"prompt": prompt})
         self._append({"role": "user", "content": prompt})
         try:
@@ -350,15 +355,21 @@ class Agent:
         return result
 
 
-def snapshot_environment(executor: Executor, tool_names: list[str]) -> EnvironmentSnapshot:
-    """The session-start environment snapshot (the impure half of the environment reminder)."""
+def snapshot_environment(
+    executor: Executor, tool_names: list[str], fixed_date: str | None = None, fixed_os: str | None = None
+) -> EnvironmentSnapshot:
+    """The session-start environment snapshot (the impure half of the environment reminder). `fixed_date` and
+    `fixed_os` replace today's date and the executor's OS, for runs whose prompts must not change with the day
+    or the machine (training, its data and its evaluations)."""
     try:
         listing = tuple(f"{e.name}/" if e.is_dir else e.name for e in executor.list_directory("."))
     except ExecutorError:
         listing = ()
     git = executor.run("git status --short --branch 2>/dev/null", timeout_s=20)
     git_status = git.output if git.exit_code == 0 and git.output.strip() else None
-    if executor.kind == "local":
+    if fixed_os is not None:
+        os_name = fixed_os
+    elif executor.kind == "local":
         os_name = f"{platform.system()} {platform.release()}"
     else:
         uname = executor.run("uname -sr", timeout_s=20)
@@ -368,6 +379,6 @@ def snapshot_environment(executor: Executor, tool_names: list[str]) -> Environme
         listing=listing,
         git_status=git_status,
         tools=tuple(tool_names),
-        date=date.today().isoformat(),
+        date=fixed_date if fixed_date is not None else date.today().isoformat(),
         os=os_name,
     )

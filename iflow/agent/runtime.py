@@ -42,6 +42,12 @@ class AgentConfig(BaseModel):
     context: ContextConfig = Field(
         default_factory=ContextConfig, description="context-engineering thresholds"
     )
+    environment_date: str | None = Field(
+        default=None, description="the date the environment reminder states (default: today's)"
+    )
+    environment_os: str | None = Field(
+        default=None, description="the OS the environment reminder states (default: the executor's)"
+    )
 
 
 @dataclass

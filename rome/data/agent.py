@@ -7,7 +7,7 @@ from typing import Any
 
 from iflow.agent import TerminationReason
 from iflow.agent.build import sandbox_agent
-from iflow.types import PromptProfile
+from iflow.types import TRAINING_ENVIRONMENT, FixedEnvironment, PromptProfile
 from rome.bench.agents import AgentOutcome, CommandRecord
 from rome.data.types import tool_steps
 from rome.terminal_tasks.sandbox import TrialSandbox
@@ -18,11 +18,18 @@ class CollectingAgent:
     """A rome-bench `Agent` for one trial; after `run`, `messages` and `tools` hold what iFlow did."""
 
     def __init__(
-        self, name: str, base_url: str, model: str, max_turns: int, prompt_profile: PromptProfile = "full"
+        self,
+        name: str,
+        base_url: str,
+        model: str,
+        max_turns: int,
+        prompt_profile: PromptProfile = "full",
+        environment: FixedEnvironment = TRAINING_ENVIRONMENT,
     ) -> None:
         self.name = name
         self.base_url, self.model, self.max_turns = base_url, model, max_turns
         self.prompt_profile: PromptProfile = prompt_profile
+        self.environment = environment
         self.messages: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
 
@@ -43,6 +50,7 @@ class CollectingAgent:
             self.max_turns,
             prompt_profile=self.prompt_profile,
             tmp_prefix="rome-data-",
+            environment=self.environment,
         ) as (agent, _parts):
             try:
                 result = agent.run(task.instruction)

@@ -204,6 +204,7 @@ def collect(
                 model,
                 settings.max_turns,
                 settings.prompt_profile,
+                settings.environment,
             )
             build = builds[task.id]
             t0 = time.monotonic()

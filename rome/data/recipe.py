@@ -30,11 +30,12 @@ from rome.data.layout import digest, render
 from rome.data.novelty import NotEnoughNewInstances, SeenTasks, new_instances
 from rome.terminal_tasks.sandbox import SandboxProvider
 
-RECIPE_FORMAT = "rome-data-recipe/2"
+# The validated task set's key: the instances alone (how they are collected does not change a verdict).
+TASKS_FORMAT = "rome-data-recipe/2"
+# The dataset's key. Format 3: the environment the teacher's prompts state (env.agent.environment_date and
+# environment_os) joined it; format 2's conversations carry the day and the machine they were collected on.
+RECIPE_FORMAT = "rome-data-recipe/3"
 PREPARED = "prepared.json"
-# Recipe fields added after RECIPE_FORMAT 2, with the value format 2 fixed for them: they join the key only
-# when set to something else, so an unchanged recipe keeps its cached folder.
-ADDED_SINCE_FORMAT = {"max_turns": 30, "rl_per_family": 0, "balance_train": False}
 
 
 # train: SFT imitates them (and RL plays them unless env.data.rl_per_family asks for instances of its own);
@@ -124,7 +125,7 @@ def _key(identity: object) -> str:
 
 
 def tasks_key(planned: dict[str, tuple[Side, str]]) -> str:
-    return _key({"format": RECIPE_FORMAT, "instances": sorted(f"{t}:{d}" for t, (_, d) in planned.items())})
+    return _key({"format": TASKS_FORMAT, "instances": sorted(f"{t}:{d}" for t, (_, d) in planned.items())})
 
 
 def dataset_key(env: TerminalEnvConfig, planned: dict[str, tuple[Side, str]]) -> str:
@@ -136,6 +137,7 @@ def dataset_key(env: TerminalEnvConfig, planned: dict[str, tuple[Side, str]]) ->
             "format": RECIPE_FORMAT,
             "data": _recipe_identity(env.data),
             "prompt_profile": env.agent.prompt_profile,
+            "environment": [env.agent.environment_date, env.agent.environment_os],
             "instances": [f"{task_id}:{side}:{d}" for task_id, (side, d) in planned.items()],
         }
     )
@@ -143,11 +145,7 @@ def dataset_key(env: TerminalEnvConfig, planned: dict[str, tuple[Side, str]]) ->
 
 def _recipe_identity(data: TerminalDataConfig) -> dict[str, object]:
     """The recipe's fields that change the data (concurrency only changes how fast it is made)."""
-    identity = data.model_dump(mode="json", exclude={"concurrency"})
-    for name, fixed in ADDED_SINCE_FORMAT.items():
-        if identity[name] == fixed:
-            del identity[name]
-    return identity
+    return data.model_dump(mode="json", exclude={"concurrency"})
 
 
 def prepare(env: TerminalEnvConfig, say: Callable[[str], None]) -> PreparedTerminalData:
@@ -272,7 +270,7 @@ def _collect(
     out = folder / "collected.jsonl"
     if stats_path(out).is_file():
         return out
-    stats = collect(tasks, out, env.data.collect_settings(env.agent.prompt_profile), provider, only=train_ids)
+    stats = collect(tasks, out, env.data.collect_settings(env.agent), provider, only=train_ids)
     say(
         f"data: collected {stats.trajectories} oracle-teacher trajectories ({stats.resolved} resolved) on "
         f"{stats.tasks} train instances in {stats.seconds:.0f} s"

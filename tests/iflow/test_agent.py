@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import subprocess
 from pathlib import Path
 
@@ -46,6 +47,20 @@ def test_multi_step_edit_changes_the_files_and_verifies(git_repo: Path) -> None:
     assert "".join(events.text).startswith("Let me find add.")
     roles = [m["role"] for m in agent.messages]
     assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
+
+
+def test_a_fixed_environment_replaces_todays_date_and_the_machines_os(git_repo: Path) -> None:
+    """Training runs fix what the environment reminder states, so a task's prompt is the same on every day and
+    machine; without it the reminder states today's date and this machine's OS."""
+    with ScriptedOpenAIServer([say("Nothing to do."), say("Nothing to do.")]) as server:
+        fixed, _ = make_agent(server, git_repo, environment_date="1999-12-31", environment_os="TestOS 1")
+        fixed.run("look around")
+        real, _ = make_agent(server, git_repo)
+        real.run("look around")
+        requests = server.requests
+    stated = [request["messages"][1]["content"] for request in requests]
+    assert "Date: 1999-12-31\nOS: TestOS 1\n" in stated[0]
+    assert f"OS: {platform.system()} {platform.release()}\n" in stated[1] and "1999-12-31" not in stated[1]
 
 
 def test_several_calls_in_one_reply_run_in_order(git_repo: Path) -> None:

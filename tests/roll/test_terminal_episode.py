@@ -6,6 +6,7 @@ real tokenizer, chat template and tool-call parsing)."""
 from __future__ import annotations
 
 import json
+import platform
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from iflow.agent.prompts import COMPACT_PROMPT
-from iflow.types import PromptProfile
+from iflow.types import TRAINING_ENVIRONMENT, FixedEnvironment, PromptProfile
 from rock.proxy import ProxyClient, ProxyConfig
 from rock.proxy.server import ProxyThread
 from roll.rollout.terminal.config import TerminalAgentConfig
@@ -120,12 +121,15 @@ def run_agent_episode(
     start: int = 0,
     in_sandbox: bool = False,
     prompt_profile: PromptProfile = "full",
+    environment: FixedEnvironment = TRAINING_ENVIRONMENT,
 ) -> Episode:
     agent = TerminalAgentConfig(
         placement="sandbox" if in_sandbox else "host",
         max_turns=20,
         timeout_s=agent_timeout_s,
         prompt_profile=prompt_profile,
+        environment_date=environment.date,
+        environment_os=environment.os,
     )
     played = play_episode(task, proxy, RockProvider(fleet_url), agent, expert or [], start)
     return Episode(played, start)
@@ -272,6 +276,24 @@ def test_the_compact_prompt_profile_reaches_the_model_on_the_host_and_inside_the
     on_host, inside = episodes[0].trajectory, episodes[1].trajectory
     assert on_host is not None and inside is not None
     assert [c.context_ids for c in inside.chunks] == [c.context_ids for c in on_host.chunks]
+
+
+def test_the_environment_reminder_states_the_runs_date_and_os_on_the_host_and_inside_the_sandbox(
+    scripted: tuple[ScriptedEngine, str], proxy: ProxyClient, fleet_url: str, task: Task, tiny_moe: Any
+):
+    """A task's prompt must not change with the day or the machine: the agent states env.agent's fixed date
+    and OS wherever it runs, not today's date or the host's kernel (which the sandbox's uname reports)."""
+    engine = scripted[0]
+    fixed = FixedEnvironment(date="1999-12-31", os="TestOS 1")
+    firsts = []
+    for in_sandbox in (False, True):
+        engine.push("Nothing to do.")
+        episode = run_agent_episode(task, proxy, fleet_url, 120, in_sandbox=in_sandbox, environment=fixed)
+        assert episode.trajectory is not None, episode.trial.agent_log[-2000:]
+        firsts.append(tiny_moe.tokenizer.decode(episode.trajectory.chunks[0].context_ids))
+    assert firsts[0] == firsts[1]
+    assert "Date: 1999-12-31\nOS: TestOS 1\n" in firsts[0]
+    assert platform.release() not in firsts[0]
 
 
 def test_an_agent_inside_the_sandbox_needs_the_proxy_over_http() -> None:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 from pydantic.fields import FieldInfo
 
-from iflow.types import PromptProfile
+from iflow.types import TRAINING_ENVIRONMENT, FixedEnvironment, PromptProfile
 from roll.config import StrictConfig
 
 
@@ -49,6 +49,23 @@ class TerminalAgentConfig(StrictConfig):
         "SFT data should be collected with the same profile.",
     )
     timeout_s: float = Field(300.0, gt=0, description="Agent time per episode (one model call may take all).")
+    environment_date: str = Field(
+        TRAINING_ENVIRONMENT.date,
+        min_length=1,
+        description="The date the agent's environment reminder states, in every episode and in the data "
+        "stage's teacher conversations: fixed, so a task's prompt is the same on every day (with today's "
+        "date, SFT data collected yesterday and an evaluation made today differed by it).",
+    )
+    environment_os: str = Field(
+        TRAINING_ENVIRONMENT.os,
+        min_length=1,
+        description="The OS the environment reminder states (the sandbox reports its host's kernel): fixed, "
+        "so a task's prompt is the same on every machine.",
+    )
+
+    @property
+    def environment(self) -> FixedEnvironment:
+        return FixedEnvironment(self.environment_date, self.environment_os)
 
 
 class RollbackConfig(StrictConfig):
@@ -131,6 +148,20 @@ class CollectSettings(StrictConfig):
     agent_timeout_s: float | None = Field(
         None, gt=0, description="Agent time per episode in seconds; unset: each task's own timeout."
     )
+    environment_date: str = Field(
+        TRAINING_ENVIRONMENT.date,
+        min_length=1,
+        description="The date iflow's environment reminder states (train with the date you collect with).",
+    )
+    environment_os: str = Field(
+        TRAINING_ENVIRONMENT.os,
+        min_length=1,
+        description="The OS iflow's environment reminder states (train with the OS you collect with).",
+    )
+
+    @property
+    def environment(self) -> FixedEnvironment:
+        return FixedEnvironment(self.environment_date, self.environment_os)
 
 
 def _collect_field(name: str, default: object) -> Any:
@@ -191,10 +222,17 @@ class TerminalDataConfig(StrictConfig):
     sft_stage: Literal[1, 2] = Field(1, description="1: every kept trajectory; 2: verified, shortest only.")
     concurrency: int = _collect_field("concurrency", 4)
 
-    def collect_settings(self, prompt_profile: PromptProfile) -> CollectSettings:
-        """The collect step's settings: every CollectSettings field this recipe also has, by name."""
+    def collect_settings(self, agent: TerminalAgentConfig) -> CollectSettings:
+        """The collect step's settings: every CollectSettings field this recipe also has, by name, and the
+        prompt the run's agent is shown (its profile and environment): SFT trains on what it collects."""
         shared = self.model_dump(include=set(CollectSettings.model_fields))
-        return CollectSettings(agent="oracle-teacher", prompt_profile=prompt_profile, **shared)
+        return CollectSettings(
+            agent="oracle-teacher",
+            prompt_profile=agent.prompt_profile,
+            environment_date=agent.environment_date,
+            environment_os=agent.environment_os,
+            **shared,
+        )
 
     @property
     def train_seed_span(self) -> int:

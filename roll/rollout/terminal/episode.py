@@ -205,6 +205,7 @@ def _run_on_host(
         agent.max_turns,
         agent.prompt_profile,
         tmp_prefix="ale-terminal-",
+        environment=agent.environment,
     ) as (runner, parts):
         prompt = task.instruction
         if prefix:
@@ -230,6 +231,12 @@ def _run_in_sandbox(
     from roll.rollout.terminal.in_sandbox import InSandboxIflowAgent
 
     runner = InSandboxIflowAgent(
-        proxy, episode_id, POLICY_MODEL, agent.max_turns, expert_messages(prefix), agent.prompt_profile
+        proxy,
+        episode_id,
+        POLICY_MODEL,
+        agent.max_turns,
+        expert_messages(prefix),
+        agent.prompt_profile,
+        agent.environment,
     )
     return runner.run(sandbox, task, timeout=agent.timeout_s)

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iflow.types import PromptProfile
+from iflow.types import TRAINING_ENVIRONMENT, FixedEnvironment, PromptProfile
 from rock.proxy.client import ProxyClient
 from rock.sdk.host_python import cache_root, installed_pins
 from rock.sdk.runtime import sandbox_python
@@ -103,11 +103,14 @@ class InSandboxIflowAgent:
         max_turns: int = 20,
         prefix: list[dict[str, object]] | None = None,
         prompt_profile: PromptProfile = "full",
+        environment: FixedEnvironment = TRAINING_ENVIRONMENT,
     ) -> None:
-        """`prefix`: expert assistant messages to replay before iflow continues (none: iflow -p)."""
+        """`prefix`: expert assistant messages to replay before iflow continues (none: iflow -p).
+        `environment`: the date and OS iflow's environment reminder states."""
         self.proxy, self.episode_id, self.model, self.max_turns = proxy, episode_id, model, max_turns
         self.prefix = prefix or []
         self.prompt_profile = prompt_profile
+        self.environment = environment
 
     def run(self, sandbox: RockSandbox, task: Task, timeout: float) -> AgentOutcome:
         box = sandbox.rock
@@ -138,6 +141,8 @@ class InSandboxIflowAgent:
                 agent = (
                     f"{SANDBOX_PYTHON} -c {shlex.quote(IFLOW_MAIN)} --yolo --max-turns {self.max_turns} "
                     f"--prompt-profile {self.prompt_profile} "
+                    f"--environment-date {shlex.quote(self.environment.date)} "
+                    f"--environment-os {shlex.quote(self.environment.os)} "
                     f"--max-time {timeout:g} --base-url {base_url} --model {shlex.quote(self.model)} "
                     f"-p {shlex.quote(task.instruction)}"
                 )

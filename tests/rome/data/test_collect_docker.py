@@ -41,7 +41,14 @@ def test_validate_excludes_a_task_whose_tests_pass_untouched_and_collect_skips_i
     ]
 
     out = tmp_path / "traj.jsonl"
-    settings = CollectSettings(agent="oracle-teacher", attempts=2, concurrency=2, mistake_rate=1.0)
+    settings = CollectSettings(
+        agent="oracle-teacher",
+        attempts=2,
+        concurrency=2,
+        mistake_rate=1.0,
+        environment_date="1999-12-31",
+        environment_os="TestOS 1",
+    )
     stats = collect(tasks, out, settings, provider)
     assert (stats.tasks, stats.skipped_invalid, stats.trajectories, stats.resolved) == (2, 1, 4, 4)
     records = list(read_trajectories(out))
@@ -59,6 +66,8 @@ def test_validate_excludes_a_task_whose_tests_pass_untouched_and_collect_skips_i
         assert record.messages[0]["role"] == "system" and record.messages[1]["content"].startswith(
             record.instruction
         )
+        # The teacher's prompt states the collection's fixed date and OS, not today's or this host's.
+        assert "Date: 1999-12-31\nOS: TestOS 1\n" in record.messages[1]["content"]
         assert len(record.calls) == len(steps) + 1
         assert record.calls[-1].response["content"] == record.messages[-1]["content"]
         assert record.tools and record.verifier.passed and record.family in ("hazard", "text-search")

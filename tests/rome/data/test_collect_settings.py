@@ -1,55 +1,28 @@
-"""One schema for collection: `rome data collect`'s options are CollectSettings' fields, the data recipe
-(env.data) shares them by name, and the recipe's cache key stays what format 2 made for an unchanged
-recipe."""
+"""One schema for collection: `rome data collect`'s options are CollectSettings' fields, and the data recipe
+(env.data) shares them by name, with the prompt its run's agent is shown."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import typer.main
 
-from roll.rollout.terminal.config import CollectSettings, TerminalDataConfig, TerminalEnvConfig
-from rome.data import recipe
+from roll.rollout.terminal.config import (
+    CollectSettings,
+    TerminalAgentConfig,
+    TerminalDataConfig,
+)
 from rome.data.cli import app
 
 DATA = {"families": {"numeric": {"level": 1}}, "train_per_family": 2, "eval_per_family": 1}
 
 
-def _format_2_key(env: TerminalEnvConfig) -> str:
-    """dataset_key as format 2 computed it, before max_turns, rl_per_family and balance_train were recipe
-    fields."""
-    assert env.data is not None
-    planned = recipe.planned_instances(env.data)
-    identity = {
-        "format": "rome-data-recipe/2",
-        "data": env.data.model_dump(
-            mode="json", exclude={"concurrency", "max_turns", "rl_per_family", "balance_train"}
-        ),
-        "prompt_profile": env.agent.prompt_profile,
-        "instances": [f"{task_id}:{side}:{d}" for task_id, (side, d) in planned.items()],
-    }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _key(env: TerminalEnvConfig) -> str:
-    assert env.data is not None
-    return recipe.dataset_key(env, recipe.planned_instances(env.data))
-
-
-def test_an_unchanged_recipe_keeps_its_cached_folder() -> None:
-    env = TerminalEnvConfig(data=DATA)
-    assert recipe.RECIPE_FORMAT == "rome-data-recipe/2"
-    assert _key(env) == _format_2_key(env)
-    assert _key(TerminalEnvConfig(data={**DATA, "max_turns": 12})) != _key(env)
-    assert _key(TerminalEnvConfig(data={**DATA, "rl_per_family": 1})) != _key(env)
-    assert _key(TerminalEnvConfig(data={**DATA, "balance_train": True})) != _key(env)
-
-
 def test_the_recipe_hands_its_collect_knobs_over_by_name() -> None:
     data = TerminalDataConfig(**DATA, attempts=3, mistake_rate=0.5, max_turns=7, concurrency=5)
-    settings = data.collect_settings("compact")
+    agent = TerminalAgentConfig(
+        prompt_profile="compact", environment_date="2030-01-01", environment_os="Linux 7"
+    )
+    settings = data.collect_settings(agent)
     assert settings == CollectSettings(
         agent="oracle-teacher",
         attempts=3,
@@ -57,6 +30,8 @@ def test_the_recipe_hands_its_collect_knobs_over_by_name() -> None:
         max_turns=7,
         concurrency=5,
         prompt_profile="compact",
+        environment_date="2030-01-01",
+        environment_os="Linux 7",
     )
     # Same meaning, bounds and description; only the default differs (the stage collects to train on it).
     for name in ("attempts", "mistake_rate", "max_turns", "concurrency"):

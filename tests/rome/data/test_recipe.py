@@ -82,10 +82,19 @@ def test_the_cache_key_follows_what_changes_the_data_and_nothing_else() -> None:
     compact = env()
     full = compact.model_copy(update={"agent": compact.agent.model_copy(update={"prompt_profile": "full"})})
     assert key(full) != base
-    # the validated task set depends on the instances alone, so another profile reuses it
-    assert recipe.tasks_key(recipe.planned_instances(full.data)) == recipe.tasks_key(  # type: ignore[arg-type]
-        recipe.planned_instances(compact.data)  # type: ignore[arg-type]
+    # the teacher's prompts state the run's fixed date and OS, so other ones make other conversations
+    dated = compact.model_copy(
+        update={"agent": compact.agent.model_copy(update={"environment_date": "2030-01-01"})}
     )
+    other_os = compact.model_copy(
+        update={"agent": compact.agent.model_copy(update={"environment_os": "Linux 7"})}
+    )
+    assert len({base, key(dated), key(other_os)}) == 3
+    # the validated task set depends on the instances alone, so another profile or environment reuses it
+    for other in (full, dated, other_os):
+        assert recipe.tasks_key(recipe.planned_instances(other.data)) == recipe.tasks_key(  # type: ignore[arg-type]
+            recipe.planned_instances(compact.data)  # type: ignore[arg-type]
+        )
 
 
 def test_training_order_is_seed_by_seed_and_in_the_key() -> None:
