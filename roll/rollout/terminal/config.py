@@ -30,7 +30,25 @@ class RockConfig(StrictConfig):
     )
 
 
-class TerminalAgentConfig(StrictConfig):
+class StatedEnvironment(StrictConfig):
+    """The date and OS iflow's environment reminder states in the episodes a run plays and the teacher
+    conversations it collects: fixed, so a task's prompt is the same on every day and machine (with today's
+    date and the host's kernel, which a sandbox's uname reports, SFT data collected one day and an evaluation
+    made the next differed by them). Train with the values you collect with."""
+
+    environment_date: str = Field(
+        TRAINING_ENVIRONMENT.date, min_length=1, description="The date iflow's environment reminder states."
+    )
+    environment_os: str = Field(
+        TRAINING_ENVIRONMENT.os, min_length=1, description="The OS iflow's environment reminder states."
+    )
+
+    @property
+    def environment(self) -> FixedEnvironment:
+        return FixedEnvironment(self.environment_date, self.environment_os)
+
+
+class TerminalAgentConfig(StatedEnvironment):
     """How the env runs the iflow agent on a task (where, how many calls, which prompt profile, how long);
     the agent's own run limits are iflow.agent.AgentConfig, which the runner builds from these."""
 
@@ -49,23 +67,6 @@ class TerminalAgentConfig(StrictConfig):
         "SFT data should be collected with the same profile.",
     )
     timeout_s: float = Field(300.0, gt=0, description="Agent time per episode (one model call may take all).")
-    environment_date: str = Field(
-        TRAINING_ENVIRONMENT.date,
-        min_length=1,
-        description="The date the agent's environment reminder states, in every episode and in the data "
-        "stage's teacher conversations: fixed, so a task's prompt is the same on every day (with today's "
-        "date, SFT data collected yesterday and an evaluation made today differed by it).",
-    )
-    environment_os: str = Field(
-        TRAINING_ENVIRONMENT.os,
-        min_length=1,
-        description="The OS the environment reminder states (the sandbox reports its host's kernel): fixed, "
-        "so a task's prompt is the same on every machine.",
-    )
-
-    @property
-    def environment(self) -> FixedEnvironment:
-        return FixedEnvironment(self.environment_date, self.environment_os)
 
 
 class RollbackConfig(StrictConfig):
@@ -117,7 +118,7 @@ HELD_OUT_SEEDS_PER_INSTANCE = 50
 TRAIN_SEEDS_PER_INSTANCE = 16
 
 
-class CollectSettings(StrictConfig):
+class CollectSettings(StatedEnvironment):
     """How trajectories are collected on a task set's valid instances: the options of `rome data collect`
     (generated from these fields) and, for the knobs the data recipe shares, the data stage's collect step."""
 
@@ -148,20 +149,6 @@ class CollectSettings(StrictConfig):
     agent_timeout_s: float | None = Field(
         None, gt=0, description="Agent time per episode in seconds; unset: each task's own timeout."
     )
-    environment_date: str = Field(
-        TRAINING_ENVIRONMENT.date,
-        min_length=1,
-        description="The date iflow's environment reminder states (train with the date you collect with).",
-    )
-    environment_os: str = Field(
-        TRAINING_ENVIRONMENT.os,
-        min_length=1,
-        description="The OS iflow's environment reminder states (train with the OS you collect with).",
-    )
-
-    @property
-    def environment(self) -> FixedEnvironment:
-        return FixedEnvironment(self.environment_date, self.environment_os)
 
 
 def _collect_field(name: str, default: object) -> Any:
