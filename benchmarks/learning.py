@@ -16,12 +16,17 @@ seed. A run that failed or did not gain stays in the table. The last line is JSO
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 0 --set steps=2      # a quick try
     python benchmarks/learning.py --config configs/ipa.yaml --seeds 2 --keep docs/learning/main-job  # keep
     python benchmarks/learning.py --config configs/ipa.yaml --table-only --by-operation  # what was learned
+    python benchmarks/learning.py --config configs/ipa.yaml --table-only --out A --out B  # pooled
 
 `--keep DIR` copies each finished run's eval.jsonl and its ledger entry (wall time, load, the commit, the
 config's digest, the overrides and the digest of the settings they make) into DIR, small enough to commit,
 so a table can grow over several sittings and anyone can remake it with `--table-only --out DIR`; the
 table warns when its runs trained with different settings (the config and its SFT config with the
 overrides applied; a setting moved from an override into the config is the same recipe).
+
+Several `--out` folders with `--table-only` pool their runs: each folder's table and verdict, then one
+verdict over all of them (e.g. the same recipe on several teacher collections, so that a claim rests on every
+run made of it and not on the best five).
 
 `--by-operation` adds, for a terminal config, the in-family held-out instances solved after SFT and after RL
 over the runs by the operation each asks (`Instance.variant`: numeric's statistic, file-ops' operation, ...),
@@ -51,7 +56,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from roll.config import apply_override
-from roll.pipeline.comparison import Paired, RunRow, final_vs, run_row, verdict
+from roll.pipeline.comparison import Paired, RunRow, Verdict, final_vs, run_row, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 LOAD_SAMPLE_S = 30  # the 1-minute load average is sampled this often while a run trains
@@ -271,13 +276,32 @@ def markdown(rows: list[RunRow], runs: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def run_label(out: Path, name: str, outs: list[Path]) -> str:
+    """A run's name in the tables: its folder's name first when several folders are pooled."""
+    return name if len(outs) == 1 else f"{out.name}/{name}"
+
+
+def verdict_line(config: Path, summary: Verdict, scope: str) -> str:
+    mean = "-" if summary.mean_points is None else f"{summary.mean_points:+.1f} points"
+    return (
+        f"{config}{scope}: RL > SFT with p < 0.05 in {summary.significant} of {summary.runs} runs "
+        f"({summary.finished} finished); mean in-family gain {mean}; SFT above base in "
+        f"{summary.sft_above_base} of {summary.runs}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--config", type=Path, action="append", required=True, help="A config (one or two).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "learning", help="Runs and logs go here.")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        action="append",
+        help="Runs and logs go here (default runs/learning). Several, with --table-only, pool their runs.",
+    )
     parser.add_argument("--set", action="append", default=[], help="An override for every run (key=value).")
     parser.add_argument("--table-only", action="store_true", help="Read the runs already in --out.")
     parser.add_argument("--markdown", action="store_true", help="Print the tables as Markdown.")
@@ -292,55 +316,78 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.config) > 2:
         parser.error("give one config, or two to compare (e.g. IPA and GRPO)")
+    outs: list[Path] = args.out or [ROOT / "runs" / "learning"]
+    if len(outs) > 1 and not args.table_only:
+        parser.error("runs train into one --out; give several --out with --table-only to pool kept runs")
     console = Console(width=200)
-    args.out.mkdir(parents=True, exist_ok=True)
-    ledger_path = args.out / "runs.json"
-    ledger: dict[str, dict[str, Any]] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+    ledgers: dict[Path, dict[str, dict[str, Any]]] = {}
+    for out in outs:
+        ledger_path = out / "runs.json"
+        ledgers[out] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
     if not args.table_only:
+        out, ledger = outs[0], ledgers[outs[0]]
+        out.mkdir(parents=True, exist_ok=True)
         for seed in args.seeds:
             for config in args.config:
                 name = run_name(config, seed)
-                ledger[name] = train(config, seed, args.out, args.set, console)
-                ledger_path.write_text(json.dumps(ledger, indent=2) + "\n")
+                ledger[name] = train(config, seed, out, args.set, console)
+                (out / "runs.json").write_text(json.dumps(ledger, indent=2) + "\n")
                 if args.keep:
-                    keep_run(args.out, args.keep, name, ledger[name])
-    results: dict[str, Any] = {"seeds": args.seeds, "overrides": args.set, "configs": {}}
+                    keep_run(out, args.keep, name, ledger[name])
+    results: dict[str, Any] = {
+        "seeds": args.seeds,
+        "overrides": args.set,
+        "outs": [str(out) for out in outs],
+        "configs": {},
+    }
     evals = {
-        (config, seed): read_evals(args.out / run_name(config, seed))
+        (config, out, seed): read_evals(out / run_name(config, seed))
         for config in args.config
+        for out in outs
         for seed in args.seeds
     }
+    entries = {run_label(out, name, outs): entry for out in outs for name, entry in ledgers[out].items()}
     for config in args.config:
-        rows = [run_row(run_name(config, seed), evals[(config, seed)]) for seed in args.seeds]
-        if len(recipes([row.name for row in rows], ledger)) > 1:
-            console.print(
-                f"[bold red]{config}: these runs trained with different settings[/bold red] (see "
-                f"{ledger_path}); a table should compare one recipe: rerun the odd ones or pick --seeds."
-            )
-        if args.markdown:
-            print(markdown(rows, ledger))
-        else:
-            console.print(table(config, rows, ledger))
+        pooled: list[RunRow] = []
+        for out in outs:
+            rows = [
+                run_row(run_label(out, run_name(config, seed), outs), evals[(config, out, seed)])
+                for seed in args.seeds
+            ]
+            pooled += rows
+            if len(recipes([row.name for row in rows], entries)) > 1:
+                console.print(
+                    f"[bold red]{config}: these runs trained with different settings[/bold red] (see "
+                    f"{out / 'runs.json'}); a table should compare one recipe: rerun the odd ones or pick "
+                    "--seeds."
+                )
+            if args.markdown:
+                print(markdown(rows, entries))
+            else:
+                console.print(table(config, rows, entries))
+            console.print(verdict_line(config, verdict(rows), "" if len(outs) == 1 else f" in {out}"))
         if args.by_operation:
-            print(by_operation(config, args.set, [evals[(config, seed)] for seed in args.seeds]))
-        summary = verdict(rows)
-        mean = "-" if summary.mean_points is None else f"{summary.mean_points:+.1f} points"
-        console.print(
-            f"{config}: RL > SFT with p < 0.05 in {summary.significant} of {summary.runs} runs "
-            f"({summary.finished} finished); mean in-family gain {mean}; SFT above base in "
-            f"{summary.sft_above_base} of {summary.runs}"
-        )
+            print(
+                by_operation(
+                    config, args.set, [evals[(config, out, seed)] for out in outs for seed in args.seeds]
+                )
+            )
+        summary = verdict(pooled)
+        if len(outs) > 1:
+            console.print(verdict_line(config, summary, f", {len(outs)} folders pooled"))
         results["configs"][str(config)] = {
-            "runs": [row.as_json() | {"ledger": ledger.get(row.name)} for row in rows],
+            "runs": [row.as_json() | {"ledger": entries.get(row.name)} for row in pooled],
             "verdict": summary.__dict__,
         }
     if len(args.config) == 2:
         first, second = args.config
         pairs = {}
-        for seed in args.seeds:
-            result = final_vs(evals[(first, seed)], evals[(second, seed)])
-            pairs[seed] = None if result is None else result.__dict__ | {"points": result.points}
-            console.print(f"seed {seed}: {first.stem} vs {second.stem} after RL: {_pair(result)}")
+        for out in outs:
+            for seed in args.seeds:
+                result = final_vs(evals[(first, out, seed)], evals[(second, out, seed)])
+                key = str(seed) if len(outs) == 1 else f"{out.name}/{seed}"
+                pairs[key] = None if result is None else result.__dict__ | {"points": result.points}
+                console.print(f"seed {key}: {first.stem} vs {second.stem} after RL: {_pair(result)}")
         results["pairs"] = {f"{first.stem} vs {second.stem}": pairs}
     print(json.dumps(results))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -99,3 +101,49 @@ def test_the_operations_table_counts_each_operation_a_run_solved(tmp_path: Path)
         "| numeric | mean | 2 | 0 | 0/0 | 0/0 |",
         "| numeric | sum | 5 | 0 | 0/0 | 0/0 |",
     ]
+
+
+def _evals(sft_won: list[str], rl_won: list[str], instances: int = 16) -> str:
+    def record(label: str, won: list[str]) -> dict[str, object]:
+        return {
+            "label": label,
+            "episodes": instances,
+            "success": len(won) / instances,
+            "won_seeds": won,
+            "seed_rewards": {f"t-{i}@0": float(f"t-{i}@0" in won) for i in range(instances)},
+        }
+
+    return "".join(
+        json.dumps(record(label, won)) + "\n" for label, won in (("after SFT", sft_won), ("after RL", rl_won))
+    )
+
+
+def test_several_folders_pool_their_runs_into_one_verdict(tmp_path: Path) -> None:
+    won = [f"t-{i}@0" for i in range(16)]
+    runs = {
+        ("a", 0): (won[:2], won[:10]),  # +8/-0: significant, +50 points
+        ("a", 1): (won[:2], won[:2]),  # no change
+        ("b", 0): (won[:4], won[2:6]),  # +2/-2
+    }
+    for (folder, seed), (sft, rl) in runs.items():
+        (tmp_path / folder / f"ipa-s{seed}").mkdir(parents=True)
+        (tmp_path / folder / f"ipa-s{seed}" / "eval.jsonl").write_text(_evals(sft, rl))
+    command = [sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--config", "configs/ipa.yaml"]
+    folders = ["--out", str(tmp_path / "a"), "--out", str(tmp_path / "b"), "--table-only"]
+    done = subprocess.run(
+        [*command, *folders, "--seeds", "0", "1"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    result = json.loads(done.stdout.splitlines()[-1])["configs"]["configs/ipa.yaml"]
+    assert [run["name"] for run in result["runs"]] == ["a/ipa-s0", "a/ipa-s1", "b/ipa-s0", "b/ipa-s1"]
+    # b has no seed 1: it stays in the table as a run that did not finish.
+    assert result["verdict"] == {
+        "runs": 4,
+        "finished": 3,
+        "significant": 1,
+        "mean_points": (50.0 + 0.0 + 0.0) / 3,
+        "sft_above_base": 0,
+    }
+    assert "2 folders pooled: RL > SFT with p < 0.05 in 1 of 4 runs" in " ".join(done.stdout.split())
+    training = subprocess.run([*command, *folders[:4]], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert training.returncode == 2
+    assert "give several --out with --table-only" in training.stderr
