@@ -283,6 +283,8 @@ def run_label(out: Path, name: str, outs: list[Path]) -> str:
 
 def verdict_line(config: Path, summary: Verdict, scope: str) -> str:
     mean = "-" if summary.mean_points is None else f"{summary.mean_points:+.1f} points"
+    if summary.points_sd is not None:
+        mean += f" (sd {summary.points_sd:.1f}; {summary.min_points:+.1f} to {summary.max_points:+.1f})"
     return (
         f"{config}{scope}: RL > SFT with p < 0.05 in {summary.significant} of {summary.runs} runs "
         f"({summary.finished} finished); mean in-family gain {mean}; SFT above base in "

@@ -4,6 +4,7 @@ out (`benchmarks/learning.py` reads the runs and prints the table)."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -97,23 +98,35 @@ def final_vs(evals: list[Record], other: list[Record]) -> Paired | None:
 @dataclass(frozen=True)
 class Verdict:
     """Over a config's seeds: how many runs gained significantly (RL > SFT, p < alpha, more won than lost),
-    the mean gain in points over every run that finished (a run that did not gain counts too), and in how
-    many runs SFT solved more held-out instances than the base model."""
+    the mean gain in points over every run that finished (a run that did not gain counts too), its spread
+    (the sample standard deviation over those runs, None below two; the smallest and largest gain), and in
+    how many runs SFT solved more held-out instances than the base model."""
 
     runs: int
     finished: int
     significant: int
     mean_points: float | None
+    points_sd: float | None
+    min_points: float | None
+    max_points: float | None
     sft_above_base: int
 
 
 def verdict(rows: list[RunRow], alpha: float = 0.05) -> Verdict:
     done = [row.rl_vs_sft for row in rows if row.rl_vs_sft is not None]
     significant = sum(1 for p in done if p.p < alpha and p.gained > p.lost)
-    mean = sum(p.points for p in done) / len(done) if done else None
+    points = [p.points for p in done]
+    mean = statistics.fmean(points) if points else None
     above = sum(
         1 for row in rows if row.sft_vs_base is not None and row.sft_vs_base.after > row.sft_vs_base.before
     )
     return Verdict(
-        runs=len(rows), finished=len(done), significant=significant, mean_points=mean, sft_above_base=above
+        runs=len(rows),
+        finished=len(done),
+        significant=significant,
+        mean_points=mean,
+        points_sd=statistics.stdev(points) if len(points) > 1 else None,
+        min_points=min(points, default=None),
+        max_points=max(points, default=None),
+        sft_above_base=above,
     )

@@ -71,3 +71,21 @@ def test_sft_above_base_counts_runs_whose_sft_solved_more() -> None:
     tie = run_row("s1", [record("base", ["t1@0"]), record("after SFT", ["t2@0"]), record("after RL", [])])
     assert tie.sft_vs_base is not None and (tie.sft_vs_base.gained, tie.sft_vs_base.lost) == (1, 1)
     assert verdict([better, tie]).sft_above_base == 1
+
+
+def test_the_verdict_gives_the_spread_of_the_gains() -> None:
+    after = [f"t{i}@0" for i in range(8)]
+    rows = [
+        run_row(f"s{n}", [record("after SFT", []), record("after RL", after[:won])])
+        for n, won in enumerate((1, 2, 6))
+    ]
+    summary = verdict([*rows, run_row("s3", [record("after SFT", [])])])
+    # gains 12.5, 25 and 75 points: mean 37.5, deviations -25, -12.5 and 37.5,
+    # sample variance (625 + 156.25 + 1406.25) / 2
+    assert summary.mean_points == pytest.approx(37.5)
+    assert summary.points_sd == pytest.approx(1093.75**0.5)
+    assert (summary.min_points, summary.max_points) == (12.5, 75.0)
+    one = verdict(rows[:1])
+    assert one.points_sd is None and one.min_points == one.max_points == 12.5
+    none = verdict([run_row("s3", [record("after SFT", [])])])
+    assert none.mean_points is None and none.points_sd is None and none.min_points is None

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -141,6 +143,9 @@ def test_several_folders_pool_their_runs_into_one_verdict(tmp_path: Path) -> Non
         "finished": 3,
         "significant": 1,
         "mean_points": (50.0 + 0.0 + 0.0) / 3,
+        "points_sd": pytest.approx(((100 / 3) ** 2 + 2 * (50 / 3) ** 2) ** 0.5 / 2**0.5),
+        "min_points": 0.0,
+        "max_points": 50.0,
         "sft_above_base": 0,
     }
     assert "2 folders pooled: RL > SFT with p < 0.05 in 1 of 4 runs" in " ".join(done.stdout.split())
