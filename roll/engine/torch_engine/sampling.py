@@ -3,6 +3,11 @@
 Reported logprobs come from the raw model distribution: log_softmax of the logits at temperature 1, before
 top-k/top-p filtering. That is what a plain forward pass of the same weights gives for the same tokens, which
 is what a trainer recomputes, so the two can be compared directly.
+
+A sampled row draws its token by inverting the cumulative distribution at one uniform number from the row's
+generator. `torch.multinomial` draws a random number for every vocabulary entry instead (an exponential
+race), which for SmolLM2's 49,152 entries made sampling a large part of a decode step
+(benchmarks/engine_sampling.py).
 """
 
 from __future__ import annotations
@@ -35,6 +40,17 @@ def _filtered_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
     return probs
 
 
+def invert_cdf(probs: torch.Tensor, uniform: float) -> int:
+    """The index whose share of `probs`' cumulative mass holds `uniform` (in [0, 1)): index i for uniform in
+    [cdf[i-1], cdf[i]) / total, so a zero-probability index is never chosen. `probs` need not sum to 1."""
+    cdf = probs.cumsum(0, dtype=torch.float64)
+    point = torch.tensor(uniform, dtype=torch.float64, device=probs.device) * cdf[-1]
+    index = int(torch.searchsorted(cdf, point, right=True))
+    if index == probs.numel():  # uniform * total rounded up to the total: the last index with mass
+        index = int(probs.nonzero()[-1, 0])
+    return index
+
+
 def sample_tokens(
     logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator]
 ) -> list[SampledToken]:
@@ -46,7 +62,9 @@ def sample_tokens(
     for row, row_params in enumerate(params):
         if row_params.temperature > 0:
             probs = _filtered_probs(logits[row], row_params)
-            chosen[row] = torch.multinomial(probs, 1, generator=generators[row])[0]
+            generator = generators[row]
+            uniform = float(torch.rand((), dtype=torch.float64, generator=generator, device=generator.device))
+            chosen[row] = invert_cdf(probs, uniform)
     chosen_logprobs = logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()
     want_top = max(p.top_logprobs for p in params)
     top_values = top_ids = None
