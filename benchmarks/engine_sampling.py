@@ -6,8 +6,8 @@ random number per vocabulary entry (an exponential race), 49,152 of them a row f
 draws one uniform number per row and inverts the row's cumulative distribution.
 
 A batch of `--rows` requests (a shared 330-token start and 60 tokens of their own, as agent turns look) is
-prefilled into `EngineCore`, then decoded at temperature 1. Measured, alternating so that other load falls on
-both alike:
+prefilled into `EngineCore`, then decoded at temperature 1. Measured in 5 rounds, alternating (and swapping
+which goes first) so that other load and the growing context fall on both alike:
 - the sampler alone, on the logits of one decode step: ours (`sample_tokens`) against the same function with
   `torch.multinomial` per row;
 - whole decode steps with each sampler in the engine.
@@ -104,8 +104,11 @@ def main() -> None:
         sampler(logits, params, generators)
         engine_core.sample_tokens = sampler
         core.step([])
-    for _ in range(5):
-        for name, sampler in samplers.items():
+    for round_number in range(5):
+        # The batch's context grows with every step: alternate which sampler goes first, so neither always
+        # decodes the shorter context.
+        order = list(samplers.items())
+        for name, sampler in order if round_number % 2 == 0 else order[::-1]:
             alone[name].append(seconds(lambda s=sampler: s(logits, params, generators), 20))
             engine_core.sample_tokens = sampler
             step[name].append(seconds(lambda: core.step([]), args.steps))
