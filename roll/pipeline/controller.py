@@ -233,11 +233,13 @@ def warm_start(config: TrainConfig, console: Console) -> str:
 
 def _sft_model_is_current(sft: SFTConfig, model_dir: Path) -> bool:
     """An exported SFT model is reused only if it was trained with this very SFT config (its run's
-    config.json), so editing the SFT config or its data path retrains instead of silently reusing."""
+    config.json), so editing the SFT config or its data path retrains instead of silently reusing. Where the
+    run wrote its model does not change the model: a folder reached by a link or copied under another name
+    is reused, not trained over."""
     recorded = model_dir.parent / "config.json"
     if not (model_dir / "config.json").is_file() or not recorded.is_file():
         return False
-    ignored = {"resume", "export_model"}
+    ignored = {"resume", "export_model", "output_dir"}
     trained = {k: v for k, v in json.loads(recorded.read_text()).items() if k not in ignored}
     wanted = {k: v for k, v in json.loads(sft.model_dump_json()).items() if k not in ignored}
     return trained == wanted

@@ -32,3 +32,17 @@ def test_a_changed_config_or_a_missing_record_retrains(tmp_path: Path) -> None:
     (tmp_path / "config.json").unlink()
     assert not _sft_model_is_current(config, model_dir)
     assert not _sft_model_is_current(config, tmp_path / "absent")
+
+
+def test_a_linked_or_copied_sft_folder_is_reused_not_trained_over(tmp_path: Path) -> None:
+    trained_in = tmp_path / "first" / "sft-s1"
+    trained_in.mkdir(parents=True)
+    config = load_config(SFTConfig, SFT_CONFIG, [f"output_dir={trained_in}", "seed=1"])
+    exported(trained_in, config)
+    linked = tmp_path / "second" / "sft-s1"
+    linked.parent.mkdir()
+    linked.symlink_to(trained_in)
+    wanted = load_config(SFTConfig, SFT_CONFIG, [f"output_dir={linked}", "seed=1"])
+    assert _sft_model_is_current(wanted, linked / "model")
+    other_seed = load_config(SFTConfig, SFT_CONFIG, [f"output_dir={linked}", "seed=2"])
+    assert not _sft_model_is_current(other_seed, linked / "model")
