@@ -1,5 +1,6 @@
 """The warm start reuses an exported SFT model only when it was trained with the same SFT config."""
 
+import shutil
 from pathlib import Path
 
 from roll.config import load_config
@@ -46,3 +47,6 @@ def test_a_linked_or_copied_sft_folder_is_reused_not_trained_over(tmp_path: Path
     assert _sft_model_is_current(wanted, linked / "model")
     other_seed = load_config(SFTConfig, SFT_CONFIG, [f"output_dir={linked}", "seed=2"])
     assert not _sft_model_is_current(other_seed, linked / "model")
+    copied = tmp_path / "third" / "sft-s1"
+    shutil.copytree(trained_in, copied)
+    assert _sft_model_is_current(wanted.model_copy(update={"output_dir": copied}), copied / "model")

@@ -44,7 +44,7 @@ def invert_cdf(probs: torch.Tensor, uniform: float) -> int:
     """The index whose share of `probs`' cumulative mass holds `uniform` (in [0, 1)): index i for uniform in
     [cdf[i-1], cdf[i]) / total, so a zero-probability index is never chosen. `probs` need not sum to 1."""
     cdf = probs.cumsum(0, dtype=torch.float64)
-    point = torch.tensor(uniform, dtype=torch.float64, device=probs.device) * cdf[-1]
+    point = uniform * cdf[-1]
     index = int(torch.searchsorted(cdf, point, right=True))
     if index == probs.numel():  # uniform * total rounded up to the total: the last index with mass
         index = int(probs.nonzero()[-1, 0])
