@@ -75,7 +75,14 @@ def seeded(seed: int, out: Path, config: Path) -> list[str]:
         f"trainer.seed={seed}",
         f"engines.engine.seed={seed}",
         f"warm_start.overrides=[seed={seed}, output_dir={out / ('sft-s' + str(seed))}]",
+        # The table's base column (SFT vs base), which a config may skip for its own runs: every seed
+        # evaluates the same base model, so seeds after the first take that evaluation from the store.
+        *(["warm_start.eval_base=true"] if _settings(config).get("warm_start") else []),
     ]
+
+
+def _settings(config: Path) -> dict[str, Any]:
+    return yaml.safe_load(config.read_text()) or {}
 
 
 def provenance(config: Path, overrides: list[str]) -> dict[str, Any]:
@@ -99,10 +106,13 @@ def provenance(config: Path, overrides: list[str]) -> dict[str, Any]:
 
 def recipe_digest(config: Path, overrides: list[str] | tuple[str, ...] = ()) -> str:
     """SHA-256 over the settings (comments and layout aside) of a config, with `overrides` applied, and the
-    SFT config it names: a setting moved from an override into the config keeps the digest."""
-    settings = yaml.safe_load(config.read_text()) or {}
+    SFT config it names: a setting moved from an override into the config keeps the digest, and whether the
+    base model is evaluated (`warm_start.eval_base`) does not count."""
+    settings = _settings(config)
     for override in overrides:
         apply_override(settings, override)
+    if isinstance(settings.get("warm_start"), dict):
+        settings["warm_start"]["eval_base"] = True  # evaluating the base model trains nothing
     sft_config = (settings.get("warm_start") or {}).get("sft_config")
     sft = (
         yaml.safe_load((ROOT / sft_config).read_text())
@@ -226,9 +236,11 @@ def by_operation(config: Path, overrides: list[str], runs: list[list[dict[str, A
     from rome.data.families import get_family
     from rome.data.recipe import planned_instances
 
-    settings = yaml.safe_load(config.read_text()) or {}
+    settings = _settings(config)
     for override in overrides:
         apply_override(settings, override)
+    if isinstance(settings.get("warm_start"), dict):
+        settings["warm_start"]["eval_base"] = True  # evaluating the base model trains nothing
     data = TerminalDataConfig.model_validate(settings["env"]["data"])
 
     def operation(task_id: str) -> tuple[str, str]:

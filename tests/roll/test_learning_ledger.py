@@ -152,3 +152,21 @@ def test_several_folders_pool_their_runs_into_one_verdict(tmp_path: Path) -> Non
     training = subprocess.run([*command, *folders[:4]], cwd=ROOT, capture_output=True, text=True, check=False)
     assert training.returncode == 2
     assert "give several --out with --table-only" in training.stderr
+
+
+def test_the_table_evaluates_the_base_model_though_the_config_skips_it_and_the_recipe_is_the_same(
+    tmp_path: Path,
+) -> None:
+    learning = load_learning()
+    config = tmp_path / "ipa.yaml"
+    config.write_text("warm_start:\n  sft_config: sft.yaml\n  eval_base: false\n")
+    skipped = learning.provenance(config, [])
+    assert "warm_start.eval_base=true" in learning.seeded(3, tmp_path / "runs", config)
+    config.write_text("warm_start:\n  sft_config: sft.yaml\n  eval_base: true\n")
+    evaluated = learning.provenance(config, [])
+    assert skipped["config_sha256"] == evaluated["config_sha256"]
+    assert skipped["recipe_sha256"] == evaluated["recipe_sha256"]
+    config.write_text("warm_start:\n  sft_config: sft.yaml\n  seed: 4\n")
+    assert learning.provenance(config, [])["recipe_sha256"] != evaluated["recipe_sha256"]
+    config.write_text("warm_start: null\nsteps: 4\n")  # no SFT, so no base model apart from the policy
+    assert not any("eval_base" in override for override in learning.seeded(3, tmp_path / "runs", config))
