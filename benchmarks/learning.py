@@ -239,8 +239,6 @@ def by_operation(config: Path, overrides: list[str], runs: list[list[dict[str, A
     settings = _settings(config)
     for override in overrides:
         apply_override(settings, override)
-    if isinstance(settings.get("warm_start"), dict):
-        settings["warm_start"]["eval_base"] = True  # evaluating the base model trains nothing
     data = TerminalDataConfig.model_validate(settings["env"]["data"])
 
     def operation(task_id: str) -> tuple[str, str]:
