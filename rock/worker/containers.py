@@ -16,6 +16,7 @@ import docker.errors
 from rock.rocklet.errors import RockletUnavailable
 from rock.sdk.types import SandboxSpec
 from rock.worker.contract import WorkerSandbox
+from rock.worker.name_files import sandbox_hostname, write_name_files
 from rock.worker.socket_dir import SOCKET_MOUNT, release_host_dir
 
 LABEL_WORKER = "rock.worker"
@@ -83,11 +84,16 @@ def start_container(
     speed (under a 0.25-CPU quota it would take four times as long), and no user command runs before it.
     `disk_quota`: Docker enforces `spec.disk` on the writable layer (overlay2 on xfs with pquota only);
     elsewhere the worker's disk watch does. `labels`: more labels (rock.worker.lifetime's).
+    A sandbox without a network is made with Docker's networking disabled (rock.worker.name_files says why
+    and what stands in for it).
     """
     uid, _, gid = spec.user.partition(":")
     # Root gets its own home from the image, as in `docker run`; any other user a fresh one on a tmpfs.
     home = ROOT_HOME if spec.is_root else HOME
     tmpfs = {"/tmp": "mode=1777"} | ({} if spec.is_root else {HOME: f"uid={uid},gid={gid},mode=0755"})
+    offline = spec.network in ("none", "packages")
+    hostname = sandbox_hostname(sandbox_id)
+    name_binds = write_name_files(host_dir, hostname) if offline else {}
     # The low-level API: the high-level `containers.create` inspects the new container once more.
     api = client.api
     host_config = api.create_host_config(
@@ -103,6 +109,7 @@ def start_container(
         binds={
             str(runtime_dir): {"bind": "/opt/rock", "mode": "ro"},
             str(host_dir): {"bind": SOCKET_MOUNT, "mode": "rw"},
+            **name_binds,
         },
         tmpfs=tmpfs,
         storage_opt={"size": str(spec.disk_bytes)} if disk_quota else None,
@@ -129,6 +136,8 @@ def start_container(
         volumes=["/opt/rock", SOCKET_MOUNT],
         working_dir=home,
         host_config=host_config,
+        network_disabled=offline,
+        hostname=hostname if offline else None,
     )["Id"]
     if prepare is not None:  # between create and start (rock.worker.scratch: the layer's own filesystem)
         prepare(client, container_id)

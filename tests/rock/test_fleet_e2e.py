@@ -100,6 +100,23 @@ def test_a_default_sandbox_has_no_network(fleet: LocalFleet):
         assert "192.0.2.1 OSError 101" in out and "1.1.1.1 OSError 101" in out  # ENETUNREACH
         interfaces = sandbox.exec("tail -n +3 /proc/net/dev | cut -d: -f1").output.split()
         assert interfaces == ["lo"]
+        # Its own network namespace, loopback up and `localhost` known, without Docker's network stack.
+        assert sandbox.exec("readlink /proc/self/ns/net").output.strip() != os.readlink("/proc/self/ns/net")
+        loopback = (
+            "import socket\n"
+            "server = socket.create_server(('127.0.0.1', 0))\n"
+            "client = socket.create_connection(('localhost', server.getsockname()[1]), timeout=3)\n"
+            "print('loopback', client.getpeername()[0], socket.gethostname())\n"
+        )
+        sandbox.write_file("/tmp/loopback.py", loopback)
+        assert sandbox.exec(["python3", "/tmp/loopback.py"], timeout=20).output.split() == [
+            "loopback",
+            "127.0.0.1",
+            sandbox.exec("cat /etc/hostname").output.strip(),
+        ]
+        assert "Permission denied" in sandbox.exec("echo '10.0.0.1 elsewhere' >> /etc/hosts").output
+        config = docker.from_env().api.inspect_container(f"rock-{sandbox.id}")["Config"]
+        assert config["NetworkDisabled"] is True and config["Hostname"]
         assert sandbox.exec("id -u").output.strip() == "1000"
         assert "Read-only file system" in sandbox.exec("echo x > /opt/rock/x").output
         host = docker.from_env().api.inspect_container(f"rock-{sandbox.id}")["HostConfig"]
@@ -123,9 +140,13 @@ def test_a_root_sandbox_writes_root_owned_places_and_chowns(fleet: LocalFleet):
         done = sandbox.run(
             "echo secret > /root/note && mkdir -p /srv/data && touch /srv/data/f "
             "&& chown 1000:1000 /srv/data/f && stat -c %u:%g /srv/data/f && cat /root/note "
-            "&& echo ok > /etc/rock-test"
+            "&& echo ok > /etc/rock-test && echo '127.0.0.1 service.test' >> /etc/hosts "
+            "&& getent hosts service.test"
         )
-        assert (done.exit_code, done.output.split()) == (0, ["1000:1000", "secret"])
+        assert (done.exit_code, done.output.split()) == (
+            0,
+            ["1000:1000", "secret", "127.0.0.1", "service.test"],
+        )
         # A root shell still cannot add routes, mount, or reach the network.
         assert sandbox.run("mount -t tmpfs none /mnt").exit_code != 0
         assert sandbox.run("cat /proc/net/dev | tail -n +3 | cut -d: -f1").output.split() == ["lo"]
