@@ -80,8 +80,10 @@ def start_container(
 ) -> str:
     """Create and start the sandbox's container; returns its id. Never pulls: images are local.
 
-    The CPU limit is set by `limit_cpus` once the rocklet answers: the interpreter's start then runs at full
-    speed (under a 0.25-CPU quota it would take four times as long), and no user command runs before it.
+    A limit of less than one CPU is set by `limit_cpus` once the rocklet answers: the interpreter's start
+    then runs at full speed (under a 0.25-CPU quota it would take four times as long), and no user command
+    runs before it. A limit of one CPU or more cannot slow that single-threaded start, so it is set here and
+    the worker saves the update (`limit_at_create`).
     `disk_quota`: Docker enforces `spec.disk` on the writable layer (overlay2 on xfs with pquota only);
     elsewhere the worker's disk watch does. `labels`: more labels (rock.worker.lifetime's).
     A sandbox without a network is made with Docker's networking disabled (rock.worker.name_files says why
@@ -104,6 +106,7 @@ def start_container(
         # `packages` is no network at all: the package cache comes in through the rocklet's forwarder.
         network_mode="none" if spec.network == "packages" else spec.network,
         mem_limit=spec.memory_bytes,
+        **(_cpu_limit(spec.cpus) if limit_at_create(spec.cpus) else {}),
         memswap_limit=spec.memory_bytes,
         pids_limit=spec.pids,
         binds={
@@ -194,10 +197,18 @@ CPU_PERIOD = 100_000
 """Microseconds of the CFS period the CPU quota is counted in (Docker's default)."""
 
 
+def limit_at_create(cpus: float) -> bool:
+    """Whether a sandbox's CPU limit goes into its create (one CPU or more) rather than an update once its
+    rocklet answers (see `start_container`)."""
+    return cpus >= 1
+
+
+def _cpu_limit(cpus: float) -> dict[str, int]:
+    return {"cpu_period": CPU_PERIOD, "cpu_quota": int(cpus * CPU_PERIOD)}
+
+
 def limit_cpus(client: docker.DockerClient, sandbox_id: str, cpus: float) -> None:
-    client.api.update_container(
-        container_name(sandbox_id), cpu_period=CPU_PERIOD, cpu_quota=int(cpus * CPU_PERIOD)
-    )
+    client.api.update_container(container_name(sandbox_id), **_cpu_limit(cpus))
 
 
 def remove_container(client: docker.DockerClient, sandbox_id: str, host_dir: Path) -> bool:

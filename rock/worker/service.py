@@ -316,19 +316,23 @@ class WorkerService(Heartbeats):
     async def _start_rocklet(self, client: RockletClient, sandbox_id: str, spec: SandboxSpec) -> None:
         """Wait for the rocklet to answer and set the CPU limit; SandboxFailed if either goes wrong.
 
-        The limit is set once the rocklet's socket exists, that is once the interpreter has started at full
-        speed (under a 0.25-CPU quota it would take four times as long), and while the rocklet opens its
-        first shell; no user command runs before both are done.
+        A limit below one CPU is set once the rocklet's socket exists, that is once the interpreter has
+        started at full speed (under a 0.25-CPU quota it would take four times as long), and while the
+        rocklet opens its first shell; no user command runs before both are done. A larger one was set at
+        create (`containers.limit_at_create`).
         """
         socket = client.socket_path
         deadline = time.monotonic() + spec.start_timeout
         # The socket file every 10 ms (a cheap stat): finer than wait_ready's back-off, which can overshoot.
         while not os.path.exists(socket) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        limit = (
+            asyncio.sleep(0)
+            if containers.limit_at_create(spec.cpus)
+            else self._blocking(containers.limit_cpus, self.docker, sandbox_id, spec.cpus)
+        )
         ready, limited = await asyncio.gather(
-            client.wait_ready(timeout=max(deadline - time.monotonic(), 0.1)),
-            self._blocking(containers.limit_cpus, self.docker, sandbox_id, spec.cpus),
-            return_exceptions=True,
+            client.wait_ready(timeout=max(deadline - time.monotonic(), 0.1)), limit, return_exceptions=True
         )
         if isinstance(ready, RockletError):
             failure = await self._diagnose(sandbox_id, spec)

@@ -65,12 +65,19 @@ LIBRARIES = ("/usr/local/lib/libpython3*.so*", "/usr/lib/*/libpython3*.so*", "/l
              "/usr/lib/*/libc.so.6", "/lib64/ld-linux*.so*", "/usr/lib/*/ld-linux*.so*", "/lib/ld-musl*.so*")
 
 
+DIGESTS = {}
+
+
 def digest(path):
-    try:
-        with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
-    except OSError as exc:
-        return "unreadable:%d" % exc.errno
+    # By the file it resolves to: python3 and python, /lib and /usr/lib name the same files, read once.
+    real = os.path.realpath(path)
+    if real not in DIGESTS:
+        try:
+            with open(real, "rb") as handle:
+                DIGESTS[real] = hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError as exc:
+            DIGESTS[real] = "unreadable:%d" % exc.errno
+    return DIGESTS[real]
 
 
 def fingerprint():

@@ -64,8 +64,11 @@ def fleet_health(admin_url: str | None) -> dict:
     """The admin's /health (its package cache, workers); {} when it does not answer."""
     import httpx
 
+    from rock.sdk.calls import tls_context
+
     try:
-        reply = httpx.get(f"{fleet_url(admin_url)}/health", timeout=10).json()
+        # Asked before every image a trial needs: the SDK's shared TLS settings spare ~20 ms of CPU each.
+        reply = httpx.get(f"{fleet_url(admin_url)}/health", timeout=10, verify=tls_context()).json()
     except (httpx.HTTPError, ValueError):
         return {}
     return reply if isinstance(reply, dict) else {}

@@ -133,6 +133,14 @@ def test_a_default_sandbox_has_no_network(fleet: LocalFleet):
         )
 
 
+def test_a_limit_of_a_cpu_or_more_is_set_at_create(fleet: LocalFleet):
+    """Only a limit below one CPU waits for the rocklet (it would slow the interpreter's start)."""
+    with Sandbox("python:3.11", admin_url=fleet.url, cpus=1.5, memory="128m") as sandbox:
+        assert sandbox.run("echo up").output.strip() == "up"
+        host = docker.from_env().api.inspect_container(f"rock-{sandbox.id}")["HostConfig"]
+        assert (host["CpuQuota"], host["CpuPeriod"]) == (150_000, 100_000)
+
+
 def test_a_root_sandbox_writes_root_owned_places_and_chowns(fleet: LocalFleet):
     with Sandbox("python:3.11", admin_url=fleet.url, user="root", **SMALL) as sandbox:
         assert sandbox.info.spec.user == "0:0"
