@@ -102,7 +102,8 @@ step "Local base images (rock image bootstrap)"
 "$VENV/bin/rock" image bootstrap
 
 step "Package cache for sandboxes with network=packages (rock packages seed into .ale/package-cache)"
-# Fetched once now, while online: rome-bench's tests then install from this cache offline.
-"$VENV/bin/rock" packages seed || fail "rock packages seed could not fill the package cache; read .ale/package-cache/*.log."
+# Fetched once per machine while online (again when the list changes): the tests then install from this
+# cache offline.
+"$VENV/bin/rock" packages seed --if-needed || fail "rock packages seed could not fill the package cache; read .ale/package-cache/*.log."
 
 printf '\033[1;32mset-up complete\033[0m\n'

@@ -27,21 +27,34 @@ def seed(
     apt_image: Annotated[str, typer.Option(help="Local image whose apt fetches the Debian packages.")] = (
         "ale/debian:bookworm"
     ),
+    if_needed: Annotated[
+        bool,
+        typer.Option(
+            "--if-needed",
+            help="Do nothing when the folder already holds these packages from an earlier seed (set-up's "
+            "check on a machine it has set up before).",
+        ),
+    ] = False,
 ) -> None:
     """Start the cache online, fetch the packages through it, and stop: they are then served offline."""
     from rock.packages.cache import PackageCache, PackageCacheError, default_folder
-    from rock.packages.seed import seed_apt, seed_pypi
+    from rock.packages.seed import seed_apt, seed_pypi, seeded_with, write_seeded
 
     target = folder or default_folder()
+    wanted = {"pip": list(pip or SEED_PYPI), "apt": list(apt or SEED_APT), "apt_image": apt_image}
+    if if_needed and seeded_with(target) == wanted:
+        typer.echo(f"package cache ready in {target} (seeded before with these packages)")
+        return
     try:
         with PackageCache(target) as cache:
             typer.echo(f"seeding PyPI packages through {cache.pypi_url}")
-            seed_pypi(cache.pypi_url, list(pip or SEED_PYPI))
+            seed_pypi(cache.pypi_url, wanted["pip"])
             if cache.apt is None:
                 typer.echo("apt-cacher is not installed: Debian packages are not cached")
             else:
                 typer.echo(f"seeding Debian packages through {cache.apt}")
-                seed_apt(cache.apt, list(apt or SEED_APT), apt_image)
+                seed_apt(cache.apt, wanted["apt"], apt_image)
+            write_seeded(target, wanted | {"apt": wanted["apt"] if cache.apt else []})
     except (PackageCacheError, RuntimeError) as exc:
         typer.secho(f"rock packages seed: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None

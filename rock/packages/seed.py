@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+from typing import Any
 
 
 def seed_pypi(index_url: str, requirements: list[str]) -> None:
@@ -59,3 +62,20 @@ def seed_apt(proxy: str, packages: list[str], image: str) -> None:
         client.close()
     if status.get("StatusCode") != 0:
         raise RuntimeError(f"apt could not fetch {packages} through the cache:\n{log[-3000:]}")
+
+
+SEEDED = "seeded.json"
+"""What the last complete seed of a cache folder fetched (written only once both halves succeeded)."""
+
+
+def seeded_with(folder: Path) -> dict[str, Any] | None:
+    """What `folder` was last seeded with, or None when it never was (or its PyPI half is gone)."""
+    try:
+        record = json.loads((folder / SEEDED).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and (folder / "pypi").is_dir() else None
+
+
+def write_seeded(folder: Path, wanted: dict[str, Any]) -> None:
+    (folder / SEEDED).write_text(json.dumps(wanted, indent=2) + "\n")
