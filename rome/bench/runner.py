@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,10 +152,12 @@ def run_trials(
     model: str | None = None,
     provider: SandboxProvider | None = None,
     on_trial: ProgressHook | None = None,
+    built: Mapping[str, BuildOutcome] | None = None,
 ) -> list[TrialResult]:
     """Run every (task, attempt) not already finished under `output`; return all trials, old and new. A
     trial this machine could not judge (infra_error: no verdict on the task) counts as not finished, so a
-    rerun retries it."""
+    rerun retries it. `built`: `build_all`'s answer for some of the tasks on this provider, whose images are
+    then not asked for again (a validation's three passes over one task set)."""
     output.mkdir(parents=True, exist_ok=True)
     finished = {key: t for key, t in load_finished(output).items() if t.verdict != "infra_error"}
     pending = [(t, a) for t in tasks for a in range(n_attempts) if (t.id, a) not in finished]
@@ -173,8 +175,8 @@ def run_trials(
         first_attempt.setdefault(task.id, attempt)
 
     def one(task: Task, attempt: int, sandboxes: SandboxProvider) -> TrialResult:
-        build = builds[task.id]
-        build_sec = build.seconds if first_attempt[task.id] == attempt else 0.0
+        build = builds.get(task.id) or known[task.id]
+        build_sec = build.seconds if task.id in builds and first_attempt[task.id] == attempt else 0.0
         artifacts = trial_path(output, task.id, attempt).with_suffix("") / "artifacts"
         trial = run_trial(
             task, attempt, agent, sandboxes, build.image, build.error, build_sec, model, artifacts
@@ -184,7 +186,9 @@ def run_trials(
 
     with contextlib.ExitStack() as stack:
         sandboxes = provider or stack.enter_context(sandbox_provider())
-        builds = build_all(needed, workers=min(concurrency, 2), provider=sandboxes)
+        known = built or {}
+        missing = [t for t in needed if t.id not in known]
+        builds = build_all(missing, workers=min(concurrency, 2), provider=sandboxes) if missing else {}
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = [pool.submit(one, t, a, sandboxes) for t, a in pending]
             for future in as_completed(futures):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from rome.bench.runner import ProgressHook, run_trials
+from rome.bench.runner import BuildOutcome, ProgressHook, build_all, run_trials
 from rome.bench.trial import TrialResult
 from rome.bench.verdict import Verdict
 from rome.terminal_tasks.sandbox import SandboxProvider
@@ -99,18 +100,24 @@ def validate_tasks(
     concurrency: int = 1,
     provider: SandboxProvider | None = None,
     on_trial: ProgressHook | None = None,
+    built: Mapping[str, BuildOutcome] | None = None,
 ) -> ValidationReport:
+    """`built`: the tasks' images on `provider`, made before (`build_all`); the rest are made here once."""
     if provider is None:
         from rome.bench.runner import sandbox_provider
 
         with sandbox_provider() as opened:
             return validate_tasks(tasks, load_errors, output, concurrency, opened, on_trial)
-    oracle = _by_id(
-        run_trials(tasks, "oracle", output / "oracle", 1, concurrency, provider=provider, on_trial=on_trial)
-    )
-    nop = _by_id(
-        run_trials(tasks, "nop", output / "nop", 1, concurrency, provider=provider, on_trial=on_trial)
-    )
+    if built is None:
+        built = build_all(tasks, workers=min(concurrency, 2), provider=provider)
+
+    def run(agent: str) -> dict[str, TrialResult]:
+        trials = run_trials(
+            tasks, agent, output / agent, 1, concurrency, provider=provider, on_trial=on_trial, built=built
+        )
+        return _by_id(trials)
+
+    oracle, nop = run("oracle"), run("nop")
     rows = [_row(t, oracle[t.id], nop[t.id]) for t in tasks]
     return ValidationReport(rows=rows, load_errors=load_errors)
 

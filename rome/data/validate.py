@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from rome.bench.runner import ProgressHook, run_trials
+from rome.bench.runner import ProgressHook, build_all, run_trials
 from rome.bench.validate import validate_tasks
 from rome.data.taskset import read_manifest, write_atomic
 from rome.terminal_tasks.sandbox import SandboxProvider
@@ -63,7 +63,12 @@ def validate_taskset(
     validation.json for the others), trials under `output`, and write validation.json."""
     manifest = read_manifest(root)
     suite = load_tasks(root, only)
-    report = validate_tasks(suite.tasks, suite.errors, output, concurrency, provider, on_trial=on_trial)
+    # The three passes use the same images: asked of the fleet once (a pass over a task set's images already
+    # built still costs an ensure call each).
+    built = build_all(suite.tasks, workers=min(concurrency, 2), provider=provider)
+    report = validate_tasks(
+        suite.tasks, suite.errors, output, concurrency, provider, on_trial=on_trial, built=built
+    )
     again = {
         t.task_id: t
         for t in run_trials(
@@ -74,6 +79,7 @@ def validate_taskset(
             concurrency,
             provider=provider,
             on_trial=on_trial,
+            built=built,
         )
     }
     previous = read_validation(root) if only is not None else None
