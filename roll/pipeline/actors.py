@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import ray
 
 from roll.engine.types import EngineStats, GenerateRequest, GenerateResult
+from roll.pipeline.weight_sync.object_store import from_object_store, to_object_store
 from roll.trainer.protocol import build_backend
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from roll.algo.config import LossConfig
@@ -100,7 +102,9 @@ class TrainerActor:
         """On rank 0: the full weights, put in Ray's object store, and their version. The other ranks take
         part in gathering them and return None; a reference keeps the reply small on every rank."""
         weights = self.backend.state_dict_for_inference()
-        return (ray.put(weights.state_dict), weights.version) if self.rank == 0 else None
+        if self.rank != 0:
+            return None
+        return ray.put(to_object_store(weights.state_dict)), weights.version
 
     def version(self) -> int:
         return self.backend.version
@@ -189,9 +193,13 @@ class EngineActor:
         return self.engine.max_context
 
     async def update_weights(
-        self, weights: dict[str, torch.Tensor] | str, version: int, mode: Literal["finish", "abort"]
+        self,
+        weights: dict[str, torch.Tensor | np.ndarray] | str,
+        version: int,
+        mode: Literal["finish", "abort"],
     ) -> int:
-        source = Path(weights) if isinstance(weights, str) else weights
+        """Load `weights` (a model folder, or a state `to_object_store` made) once no request runs."""
+        source = Path(weights) if isinstance(weights, str) else from_object_store(weights)
         return await self._between_requests(mode, lambda: self.engine.update_weights(source, version))
 
     async def join_weight_group(

@@ -44,10 +44,13 @@ def group(ranks: int) -> TrainerGroup:
 
 
 def weights(trainers: TrainerGroup) -> tuple[dict[str, torch.Tensor], int]:
+    """The weights as an engine reads them from the object store."""
     import ray
 
+    from roll.pipeline.weight_sync.object_store import from_object_store
+
     ref, version = trainers.weights()
-    return ray.get(ref), version
+    return from_object_store(ray.get(ref)), version
 
 
 def test_ranks_are_numbered_node_by_node_with_the_store_on_rank_0s_node() -> None:
