@@ -1,4 +1,4 @@
-"""Weights through Ray's object store travel as numpy arrays where they can, and arrive with the same values."""
+"""Weights through Ray's object store go as numpy arrays where they can and arrive with the same values."""
 
 from __future__ import annotations
 
