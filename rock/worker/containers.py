@@ -94,8 +94,8 @@ def start_container(
     home = ROOT_HOME if spec.is_root else HOME
     tmpfs = {"/tmp": "mode=1777"} | ({} if spec.is_root else {HOME: f"uid={uid},gid={gid},mode=0755"})
     offline = spec.network in ("none", "packages")
-    hostname = sandbox_hostname(sandbox_id)
-    name_binds = write_name_files(host_dir, hostname) if offline else {}
+    hostname = sandbox_hostname(sandbox_id) if offline else None
+    name_binds = write_name_files(host_dir, hostname) if hostname else {}
     # The low-level API: the high-level `containers.create` inspects the new container once more.
     api = client.api
     host_config = api.create_host_config(
@@ -140,7 +140,7 @@ def start_container(
         working_dir=home,
         host_config=host_config,
         network_disabled=offline,
-        hostname=hostname if offline else None,
+        hostname=hostname,
     )["Id"]
     if prepare is not None:  # between create and start (rock.worker.scratch: the layer's own filesystem)
         prepare(client, container_id)
